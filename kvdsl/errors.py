@@ -1,0 +1,169 @@
+"""Every mistake a user can make, one class per kind, rendered with a caret.
+
+A spec error carries the `Span` it points at.  `render()` gives the familiar
+
+    specs/models/x.kvspec:4:16: error: unknown name `kv_head`
+        kv_heads = kv_head * 2
+                   ^^^^^^^
+    hint: did you mean `kv_heads`?
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Optional
+
+
+@dataclass(frozen=True)
+class Span:
+    """A region of a source file: 1-based line and column, end exclusive."""
+
+    path: str
+    line: int
+    column: int
+    end_line: int
+    end_column: int
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}:{self.column}"
+
+
+_source_cache: dict[str, list[str]] = {}
+
+
+def remember_source(path: str, text: str) -> None:
+    """Keep a file's text so errors can quote its lines."""
+    _source_cache[path] = text.splitlines()
+
+
+def source_line(span: Span) -> Optional[str]:
+    lines = _source_cache.get(span.path)
+    if lines is None:
+        try:
+            lines = Path(span.path).read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            return None
+        _source_cache[span.path] = lines
+    if 1 <= span.line <= len(lines):
+        return lines[span.line - 1]
+    return None
+
+
+class KvdslError(Exception):
+    """The root of every error kvdsl reports to a user."""
+
+    kind = "error"
+
+    def __init__(self, message: str, span: Optional[Span] = None, hint: Optional[str] = None):
+        super().__init__(message)
+        self.message = message
+        self.span = span
+        self.hint = hint
+
+    def render(self) -> str:
+        """The message as `path:line:col: error: ...`, the line, a caret and a hint."""
+        if self.span is None:
+            out = [f"error: {self.message}"]
+        else:
+            out = [f"{self.span}: error: {self.message}"]
+            line = source_line(self.span)
+            if line is not None:
+                text = line.expandtabs(1) if "\t" in line else line
+                start = max(self.span.column - 1, 0)
+                if self.span.end_line == self.span.line:
+                    width = max(self.span.end_column - self.span.column, 1)
+                else:
+                    width = max(len(text.rstrip()) - start, 1)
+                out.append("    " + text.rstrip("\n"))
+                out.append("    " + " " * start + "^" * width)
+        if self.hint:
+            out.append(f"hint: {self.hint}")
+        return "\n".join(out)
+
+    def sort_key(self):
+        if self.span is None:
+            return ("", 0, 0)
+        return (self.span.path, self.span.line, self.span.column)
+
+
+class SpecSyntaxError(KvdslError):
+    """Text that is not kvspec."""
+
+
+class InvalidValueError(KvdslError):
+    """A literal that cannot be a value: a huge number, an unknown unit, a bad pattern."""
+
+
+class ImportFailure(KvdslError):
+    """An import that names a missing file, or one that imports itself in a cycle."""
+
+
+class DuplicateError(KvdslError):
+    """A block or cell defined twice."""
+
+
+class UnknownNameError(KvdslError):
+    """A name that refers to nothing: a cell, a block, a function, a kind."""
+
+
+class MissingCellError(KvdslError):
+    """A block that lacks a cell its kind requires."""
+
+
+class CycleError(KvdslError):
+    """Cells that depend on each other in a circle."""
+
+
+class DimensionError(KvdslError):
+    """Arithmetic that mixes units wrongly: bytes plus tokens, a boolean times a number."""
+
+
+class ReferenceKindError(KvdslError):
+    """A reference to a block of the wrong kind, e.g. a model where a format belongs."""
+
+
+class EvaluationError(KvdslError):
+    """A value that cannot be computed: division by zero and the like."""
+
+
+class UsageError(KvdslError):
+    """A mistake on the command line rather than in a spec (exit status 2)."""
+
+
+class SolveError(KvdslError):
+    """A question the solver cannot answer in closed form."""
+
+
+class ExportError(KvdslError):
+    """A workbook that cannot be written as asked."""
+
+
+class ErrorList(KvdslError):
+    """Several errors found in one run, reported together."""
+
+    def __init__(self, errors: Iterable[KvdslError]):
+        self.errors = sorted(errors, key=lambda e: e.sort_key())
+        super().__init__(f"{len(self.errors)} error(s)")
+
+    def render(self) -> str:
+        return "\n".join(e.render() for e in self.errors)
+
+
+def did_you_mean(name: str, candidates: Iterable[str]) -> Optional[str]:
+    """A hint naming the closest candidate, or None."""
+    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
+    return f"did you mean `{close[0]}`?" if close else None
+
+
+def raise_all(errors: list[KvdslError]) -> None:
+    """Raise the errors collected in a pass, if there are any."""
+    if len(errors) == 1:
+        raise errors[0]
+    if errors:
+        raise ErrorList(errors)
+
+
+def flatten(error: KvdslError) -> list[KvdslError]:
+    return list(error.errors) if isinstance(error, ErrorList) else [error]

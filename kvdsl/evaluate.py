@@ -1,0 +1,127 @@
+"""Numeric evaluation of a program, exactly.
+
+Numbers are `Fraction`s, so integer byte counts never pass through floats:
+`0.9 * 80 GiB` is exactly 77,309,411,328 bytes.  A `?` cell has no value
+until it is solved; cells that depend on it have none either.
+"""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+from typing import Optional
+
+from . import model as m
+from .errors import EvaluationError, KvdslError, raise_all
+from .graph import CellRef, Key, Program
+
+
+class _Unknown(Exception):
+    """Raised inside evaluation when a value depends on an unsolved cell."""
+
+
+def evaluate_expr(expr, values: dict):
+    """The value of a resolved expression, given the values of the cells it uses."""
+    if isinstance(expr, m.Num):
+        return expr.value
+    if isinstance(expr, m.Bool):
+        return expr.value
+    if isinstance(expr, CellRef):
+        value = values[expr.key]
+        if value is None:
+            raise _Unknown
+        return value
+    if isinstance(expr, m.Unary):
+        inner = evaluate_expr(expr.operand, values)
+        return (not inner) if expr.op == "not" else -inner
+    if isinstance(expr, m.If):
+        branch = expr.then if evaluate_expr(expr.cond, values) else expr.otherwise
+        return evaluate_expr(branch, values)
+    if isinstance(expr, m.Call):
+        args = [evaluate_expr(a, values) for a in expr.args]
+        return _call(expr, args)
+    if isinstance(expr, m.Binary):
+        return _binary(expr, values)
+    raise TypeError(f"cannot evaluate {expr!r}")
+
+
+def _call(expr: m.Call, args):
+    if expr.func == "min":
+        return min(args)
+    if expr.func == "max":
+        return max(args)
+    if expr.func == "floor":
+        return Fraction(math.floor(args[0]))
+    if expr.func == "ceil":
+        return Fraction(math.ceil(args[0]))
+    if expr.func == "abs":
+        return abs(args[0])
+    raise TypeError(expr.func)
+
+
+def _binary(expr: m.Binary, values: dict):
+    op = expr.op
+    if op == "and":
+        return bool(evaluate_expr(expr.left, values)) and bool(evaluate_expr(expr.right, values))
+    if op == "or":
+        return bool(evaluate_expr(expr.left, values)) or bool(evaluate_expr(expr.right, values))
+    a = evaluate_expr(expr.left, values)
+    b = evaluate_expr(expr.right, values)
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        if b == 0:
+            raise EvaluationError(f"division by zero: `{_text(expr.right)}` is 0", expr.span)
+        return a / b
+    if op == "^":
+        return _power(expr, a, b)
+    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[op]
+
+
+def _power(expr, a, b):
+    if isinstance(b, Fraction) and b.denominator == 1:
+        if a == 0 and b < 0:
+            raise EvaluationError("division by zero: 0 raised to a negative power", expr.span)
+        if abs(b) > 1000:
+            raise EvaluationError("exponent too large", expr.right.span)
+        return a ** int(b)
+    if a < 0:
+        raise EvaluationError("a negative number raised to a fractional power", expr.span)
+    return Fraction(float(a) ** float(b))
+
+
+def _text(expr) -> str:
+    if isinstance(expr, CellRef):
+        return expr.text
+    return "the divisor"
+
+
+def evaluate(program: Program, solved: Optional[dict] = None) -> dict:
+    """Values of every cell: Fraction, bool, str (text and block references) or None."""
+    values: dict[Key, object] = {}
+    errors: list[KvdslError] = []
+    for key in program.order:
+        rc = program.cells[key]
+        if rc.form == "text":
+            values[key] = rc.cell.text if rc.cell.form == "text" else rc.cell.source.split("=", 1)[1].strip()
+        elif rc.form == "ref":
+            values[key] = rc.ref_target
+        elif rc.form == "unknown":
+            values[key] = (solved or {}).get(key)
+        else:
+            try:
+                values[key] = evaluate_expr(rc.expr, values)
+            except _Unknown:
+                values[key] = None
+            except EvaluationError as exc:
+                errors.append(exc)
+                values[key] = None
+            except (OverflowError, ValueError) as exc:
+                errors.append(EvaluationError(f"cannot compute `{rc.name}`: {exc}", rc.span))
+                values[key] = None
+    raise_all(errors)
+    return values

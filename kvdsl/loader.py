@@ -1,0 +1,89 @@
+"""Files -> a workspace: the prelude, the given specs and everything they import."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .errors import ImportFailure, KvdslError, Span, flatten
+from .model import Block, Defaults, Import, SpecFile
+from .parser import parse_file
+
+PRELUDE = Path(__file__).with_name("prelude")
+
+
+@dataclass
+class Workspace:
+    """Every block and `defaults` of a run, in load order, and the errors met loading."""
+
+    blocks: list = field(default_factory=list)  # (Block, is_prelude)
+    defaults: list = field(default_factory=list)  # Defaults, prelude first
+    files: list = field(default_factory=list)  # display paths, in load order
+    errors: list = field(default_factory=list)
+
+
+def display_path(path: Path) -> str:
+    """A path as messages show it: relative to the working directory when inside it."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        return str(path)
+    return str(path) if rel.startswith("..") else rel
+
+
+class _Loader:
+    def __init__(self):
+        self.ws = Workspace()
+        self.done: set[Path] = set()
+        self.stack: list[Path] = []
+
+    def load(self, path: Path, prelude: bool, span: Span | None = None) -> None:
+        path = path.resolve()
+        if path in self.stack:
+            chain = " -> ".join(display_path(p) for p in self.stack[self.stack.index(path) :] + [path])
+            self.ws.errors.append(ImportFailure(f"import cycle: {chain}", span))
+            return
+        if path in self.done:
+            return
+        self.done.add(path)
+        shown = display_path(path)
+        if not path.is_file():
+            what = "a directory, not a spec file" if path.is_dir() else "not found"
+            self.ws.errors.append(ImportFailure(f"cannot read `{shown}`: {what}", span))
+            return
+        try:
+            spec = parse_file(path, shown)
+        except KvdslError as exc:
+            self.ws.errors.extend(flatten(exc))
+            return
+        except OSError as exc:
+            self.ws.errors.append(ImportFailure(f"cannot read `{shown}`: {exc.strerror}", span))
+            return
+        self.ws.files.append(shown)
+        self.stack.append(path)
+        self._collect(spec, path, prelude)
+        self.stack.pop()
+
+    def _collect(self, spec: SpecFile, path: Path, prelude: bool) -> None:
+        for item in spec.items:
+            if isinstance(item, Import):
+                self.load(path.parent / item.path, prelude, item.span)
+            elif isinstance(item, Block):
+                self.ws.blocks.append((item, prelude))
+            elif isinstance(item, Defaults):
+                self.ws.defaults.append(item)
+
+
+def prelude_files() -> list[Path]:
+    return sorted(PRELUDE.glob("*.kvspec"))
+
+
+def load(paths: list[str]) -> Workspace:
+    """Load the prelude and the given files (with their imports, each once)."""
+    loader = _Loader()
+    for path in prelude_files():
+        loader.load(path, prelude=True)
+    for given in paths:
+        loader.load(Path(given), prelude=False)
+    return loader.ws

@@ -1,0 +1,127 @@
+"""Text -> spec model.  Builds the Lark parser once and speaks kvspec in its errors."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import InvalidValueError, Span, SpecSyntaxError, remember_source
+from .model import SpecFile
+
+GRAMMAR = Path(__file__).with_name("kvspec.lark")
+
+_WORDS = {
+    "NAME": "a name",
+    "NUMBER": "a number",
+    "STRING": "a quoted string",
+    "UNIT": "a unit",
+    "_NL": "a new line",
+    "$END": "the end of the file",
+    "COMPARE": "a comparison",
+    "ADD_OP": "`+` or `-`",
+    "MUL_OP": "`*` or `/`",
+    "BOOLEAN": "`true` or `false`",
+}
+
+
+@lru_cache(maxsize=1)
+def lark_parser():
+    """The LALR parser, built once per process (and cached on disk by Lark)."""
+    from lark import Lark
+
+    return Lark(
+        GRAMMAR.read_text(encoding="utf-8"),
+        parser="lalr",
+        propagate_positions=True,
+        maybe_placeholders=False,
+        cache=True,
+    )
+
+
+def _describe(terminal: str) -> str:
+    if terminal in _WORDS:
+        return _WORDS[terminal]
+    try:
+        pattern = lark_parser().get_terminal(terminal).pattern
+    except KeyError:
+        return terminal.lower()
+    if pattern.type == "str":
+        return f"`{pattern.value}`"
+    return terminal.lower()
+
+
+def _expected(names) -> str:
+    words = sorted({_describe(n) for n in names if not n.startswith("__")})
+    if not words:
+        return ""
+    if len(words) == 1:
+        return words[0]
+    return ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _point(path: str, line: int, column: int, width: int = 1) -> Span:
+    return Span(path, line, column, line, column + width)
+
+
+def decode(data: bytes, path: str) -> str:
+    """Bytes of a spec file -> text, refusing binary data with a position."""
+    nul = data.find(b"\0")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        bad = exc.start
+    else:
+        bad = nul if nul >= 0 else None
+        if bad is None:
+            return text[1:] if text.startswith("\ufeff") else text
+    head = data[:bad].decode("utf-8", errors="replace")
+    line = head.count("\n") + 1
+    column = len(head) - (head.rfind("\n") + 1) + 1
+    remember_source(path, data.decode("utf-8", errors="replace").replace("\0", "\ufffd"))
+    raise InvalidValueError(
+        f"this is not a text file: binary data at byte {bad}", _point(path, line, column),
+        hint="kvspec files are UTF-8 text",
+    )
+
+
+def parse_text(text: str, path: str) -> SpecFile:
+    """Parse kvspec source into a SpecFile, or raise a positioned kvdsl error."""
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
+    from .transformer import transform
+
+    remember_source(path, text)
+    if not text.strip():
+        raise SpecSyntaxError("the file is empty", _point(path, 1, 1), hint="a spec holds blocks such as `model name \"Title\" { ... }`")
+    try:
+        tree = lark_parser().parse(text)
+    except UnexpectedCharacters as exc:
+        char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
+        expected = _expected(exc.allowed or ())
+        raise SpecSyntaxError(
+            f"unexpected character `{char}`" + (f"; expected {expected}" if expected else ""),
+            _point(path, exc.line, exc.column),
+        ) from None
+    except UnexpectedToken as exc:
+        token = exc.token
+        if token.type == "$END":
+            line = text.count("\n") + (0 if text.endswith("\n") else 1)
+            last = text.rstrip("\n").split("\n")[-1] if text.strip("\n") else ""
+            span = _point(path, max(line, 1), len(last) + 1)
+            found = "the end of the file"
+        else:
+            span = Span(path, token.line, token.column, token.end_line or token.line, token.end_column or token.column + 1)
+            found = "a new line" if token.type == "_NL" else f"`{token}`"
+        raise SpecSyntaxError(f"unexpected {found}; expected {_expected(exc.expected)}", span) from None
+    except UnexpectedEOF as exc:
+        line = text.count("\n") + 1
+        raise SpecSyntaxError(f"unexpected end of file; expected {_expected(exc.expected)}", _point(path, line, 1)) from None
+    spec = transform(tree, path, text)
+    if not spec.items:
+        raise SpecSyntaxError("the file holds no blocks or imports", _point(path, 1, 1))
+    return spec
+
+
+def parse_file(path: Path, display: str) -> SpecFile:
+    """Read and parse one file; `display` is the path shown in messages."""
+    return parse_text(decode(path.read_bytes(), display), display)

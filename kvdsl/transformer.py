@@ -1,0 +1,233 @@
+"""Parse tree -> spec model.  The only code that knows the grammar's rule names."""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from lark import Token, Transformer, v_args
+from lark.exceptions import VisitError
+
+from . import model as m
+from .errors import InvalidValueError, KvdslError, Span, UnknownNameError, did_you_mean
+from .units import DECLARED_DIMS, NUMBER, SUFFIXES, TOKENS, parse_unit
+
+MAX_EXPONENT = 30  # |value| below 10^30: more than any byte count of any cluster
+MAX_DIGITS = 40
+MAX_PATTERN_LAYERS = 100_000
+
+
+def parse_number(text: str, unit: str | None, span: Span) -> m.Num:
+    """A NUMBER token (and optional UNIT) -> a Num in base units, exactly."""
+    clean = text.replace("_", "")
+    suffix = clean[-1] if clean[-1] in SUFFIXES else ""
+    digits = clean[:-1] if suffix else clean
+    mantissa, _, exponent = digits.lower().partition("e")
+    if len(mantissa.replace(".", "").lstrip("0")) > MAX_DIGITS or (exponent and abs(int(exponent)) > MAX_EXPONENT):
+        raise InvalidValueError(f"number `{text}` is out of range", span, hint=f"kvspec numbers stay below 10^{MAX_EXPONENT}")
+    value = Fraction(digits)
+    dim = NUMBER
+    if suffix:
+        factor, dim = SUFFIXES[suffix]
+        value *= factor
+    if unit is not None:
+        factor, unit_dim = parse_unit(unit)
+        if suffix and not (suffix in "KM" and unit_dim == TOKENS and factor == 1):
+            raise InvalidValueError(f"`{text}` is a token count and cannot carry the unit `{unit}`", span)
+        value *= factor
+        dim = unit_dim
+    if abs(value) >= 10**MAX_EXPONENT:
+        raise InvalidValueError(f"number `{text}` is out of range", span, hint=f"kvspec numbers stay below 10^{MAX_EXPONENT}")
+    return m.Num(value, dim, span, bare=(unit is None and not suffix))
+
+
+def _unquote(token: str) -> str:
+    return re.sub(r"\\(.)", r"\1", token[1:-1])
+
+
+class SpecTransformer(Transformer):
+    """Builds the spec model for one file; `lines` lets cells keep their text."""
+
+    def __init__(self, path: str, text: str):
+        super().__init__()
+        self.path = path
+        self.lines = text.splitlines()
+
+    # -- spans --
+
+    def _span(self, meta) -> Span:
+        return Span(self.path, meta.line, meta.column, meta.end_line, meta.end_column)
+
+    def _tspan(self, tok: Token) -> Span:
+        return Span(self.path, tok.line, tok.column, tok.end_line, tok.end_column)
+
+    def _text(self, span: Span) -> str:
+        if span.line == span.end_line:
+            return self.lines[span.line - 1][span.column - 1 : span.end_column - 1]
+        parts = [self.lines[span.line - 1][span.column - 1 :]]
+        parts += self.lines[span.line : span.end_line - 1]
+        parts.append(self.lines[span.end_line - 1][: span.end_column - 1])
+        return "\n".join(parts)
+
+    # -- file structure --
+
+    def start(self, items):
+        return m.SpecFile(self.path, tuple(items))
+
+    @v_args(meta=True)
+    def import_stmt(self, meta, children):
+        return m.Import(_unquote(children[0]), self._span(meta))
+
+    def _kind(self, tok: Token) -> str:
+        if str(tok) not in m.BLOCK_KINDS:
+            raise UnknownNameError(
+                f"unknown block kind `{tok}`",
+                self._tspan(tok),
+                hint=did_you_mean(str(tok), m.BLOCK_KINDS) or "blocks are " + ", ".join(m.BLOCK_KINDS),
+            )
+        return str(tok)
+
+    @v_args(meta=True)
+    def block(self, meta, children):
+        kind, name, title, *rest = children
+        extends = None
+        if rest and isinstance(rest[0], tuple):
+            extends = rest.pop(0)
+        return m.Block(
+            kind=self._kind(kind),
+            name=str(name),
+            title=_unquote(title),
+            cells=tuple(rest),
+            span=self._span(meta),
+            name_span=self._tspan(name),
+            kind_span=self._tspan(kind),
+            extends=str(extends[0]) if extends else None,
+            extends_span=extends[1] if extends else None,
+        )
+
+    def extends(self, children):
+        return (str(children[0]), self._tspan(children[0]))
+
+    @v_args(meta=True)
+    def defaults(self, meta, children):
+        kind, *cells = children
+        return m.Defaults(self._kind(kind), tuple(cells), self._span(meta), self._tspan(kind))
+
+    # -- cells --
+
+    def _cell(self, meta, name: Token, form: str, **kw) -> m.Cell:
+        span = self._span(meta)
+        return m.Cell(str(name), form, span, self._tspan(name), source=self._text(span), **kw)
+
+    @v_args(meta=True)
+    def rule(self, meta, children):
+        return self._cell(meta, children[0], "rule", expr=children[1])
+
+    @v_args(meta=True)
+    def text(self, meta, children):
+        return self._cell(meta, children[0], "text", text=_unquote(children[1]))
+
+    @v_args(meta=True)
+    def unknown(self, meta, children):
+        return self._cell(meta, children[0], "unknown")
+
+    @v_args(meta=True)
+    def pattern_cell(self, meta, children):
+        layers = children[1]
+        if len(layers) > MAX_PATTERN_LAYERS:
+            raise InvalidValueError(f"the pattern has {len(layers):,} layers, more than {MAX_PATTERN_LAYERS:,}", self._span(meta))
+        return self._cell(meta, children[0], "pattern", layers=tuple(layers))
+
+    @v_args(meta=True)
+    def declare(self, meta, children):
+        declared = "/".join(str(c) for c in children[1:])
+        span = Span(self.path, children[1].line, children[1].column, children[-1].end_line, children[-1].end_column)
+        if declared not in DECLARED_DIMS and declared not in m.BLOCK_KINDS:
+            raise UnknownNameError(f"unknown dimension `{declared}`", span, hint=did_you_mean(declared, list(DECLARED_DIMS) + list(m.BLOCK_KINDS)))
+        return self._cell(meta, children[0], "declare", declared=declared, declared_span=span)
+
+    # -- layer patterns --
+
+    def pattern(self, terms):
+        return [layer for term in terms for layer in term]
+
+    @v_args(meta=True)
+    def pattern_term(self, meta, children):
+        count = 1
+        if children and isinstance(children[-1], Token):
+            tok = children.pop()
+            if not re.fullmatch(r"\d+", str(tok)) or int(tok) < 1 or int(tok) > MAX_PATTERN_LAYERS:
+                raise InvalidValueError(f"a pattern repeats a whole number of times, not `{tok}`", self._tspan(tok))
+            count = int(tok)
+        flat = []
+        for child in children:
+            flat.extend(child if isinstance(child, list) else [child])
+        if len(flat) * count > MAX_PATTERN_LAYERS:
+            raise InvalidValueError(f"the pattern has more than {MAX_PATTERN_LAYERS:,} layers", self._span(meta))
+        return flat * count
+
+    @v_args(meta=True)
+    def layer_kind(self, meta, children):
+        argument = children[1] if len(children) > 1 else None
+        return m.LayerKind(str(children[0]), argument, self._span(meta))
+
+    # -- expressions --
+
+    @v_args(meta=True)
+    def quantity(self, meta, children):
+        number = children[0]
+        unit = str(children[1]) if len(children) > 1 else None
+        return parse_number(str(number), unit, self._span(meta))
+
+    @v_args(meta=True)
+    def boolean(self, meta, children):
+        return m.Bool(str(children[0]) == "true", self._span(meta))
+
+    @v_args(meta=True)
+    def name(self, meta, children):
+        return m.Name(tuple(str(c) for c in children), self._span(meta))
+
+    @v_args(meta=True)
+    def call(self, meta, children):
+        func, *args = children
+        return m.Call(str(func), tuple(args), self._span(meta), self._tspan(func))
+
+    @v_args(meta=True)
+    def ifelse(self, meta, children):
+        return m.If(children[0], children[1], children[2], self._span(meta))
+
+    @v_args(meta=True)
+    def binary(self, meta, children):
+        return m.Binary(str(children[1]), children[0], children[2], self._span(meta))
+
+    compare = binary
+
+    @v_args(meta=True)
+    def power(self, meta, children):
+        return m.Binary("^", children[0], children[1], self._span(meta))
+
+    @v_args(meta=True)
+    def and_op(self, meta, children):
+        return m.Binary("and", children[0], children[1], self._span(meta))
+
+    @v_args(meta=True)
+    def or_op(self, meta, children):
+        return m.Binary("or", children[0], children[1], self._span(meta))
+
+    @v_args(meta=True)
+    def neg(self, meta, children):
+        return m.Unary("-", children[0], self._span(meta))
+
+    @v_args(meta=True)
+    def not_op(self, meta, children):
+        return m.Unary("not", children[0], self._span(meta))
+
+
+def transform(tree, path: str, text: str) -> m.SpecFile:
+    """Turn a Lark tree into a SpecFile, unwrapping errors raised while visiting."""
+    try:
+        return SpecTransformer(path, text).transform(tree)
+    except VisitError as exc:  # Lark wraps what a transformer raises
+        if isinstance(exc.orig_exc, KvdslError):
+            raise exc.orig_exc from None
+        raise
