@@ -44,7 +44,7 @@ class CellRef:
     text: str
 
 
-@dataclass
+@dataclass(eq=False)
 class ResolvedCell:
     """One cell of one block, after merging, with its resolved expression.
 
@@ -158,6 +158,7 @@ class _Resolver:
         self._dims: dict[Key, object] = {}
         self._stack: list[Key] = []
         self._cycles: set = set()
+        self._poisoned: set = set()  # reference cells already reported: names through them fail quietly
         self.order: list[Key] = []
 
     # ---- merging -------------------------------------------------------
@@ -280,22 +281,34 @@ class _Resolver:
         if form == "rule" and isinstance(cell.expr, (m.Num, m.Bool)):
             rc.form = "input"
             rc.expr = cell.expr
-            if isinstance(cell.expr, m.Num) and cell.expr.bare:
-                inherited = self._inherited_dim(shadowed)
-                if isinstance(inherited, Dim) and not inherited.dimensionless:
-                    rc.expr = dataclasses.replace(cell.expr, dim=inherited, bare=False)
         return rc
 
-    @staticmethod
-    def _inherited_dim(shadowed: tuple):
-        for cell in shadowed:
-            if cell.form == "declare":
-                return DECLARED_DIMS.get(cell.declared)
-            if cell.form == "rule" and isinstance(cell.expr, m.Num):
-                return cell.expr.dim
-            if cell.form == "rule" and isinstance(cell.expr, m.Bool):
-                return BOOL
-        return None
+    def _inherited_dim(self, rc: ResolvedCell):
+        """The dimension the cell would have without its own value (for `?` and bare numbers)."""
+        if not rc.shadowed:
+            return None
+        cell = rc.shadowed[0]
+        if cell.form == "declare":
+            return DECLARED_DIMS.get(cell.declared)
+        if cell.form != "rule":
+            return None
+        ok = True
+
+        def resolve(name: m.Name):
+            nonlocal ok
+            found = self.resolve_name(rc.block, name, quiet=True)
+            if not isinstance(found, CellRef):
+                ok = False
+                return name
+            return found
+
+        expr = map_names(cell.expr, resolve)
+        if not ok:
+            return None
+        before = len(self.errors)
+        dim = self._infer(expr)
+        del self.errors[before:]
+        return None if dim in (ZERO, _ERROR) else dim
 
     # ---- names ---------------------------------------------------------
 
@@ -309,16 +322,16 @@ class _Resolver:
         self._targets_busy.add(key)
         try:
             found = self.resolve_name(key[0], rc.cell.expr, quiet=True)
+            target = None
+            if isinstance(found, str):
+                target = found
+                rc.ref_expr = found
+            elif isinstance(found, CellRef):
+                target = self.ref_target(found.key)
+                if target is not None:
+                    rc.ref_expr = found
         finally:
             self._targets_busy.discard(key)
-        target = None
-        if isinstance(found, str):
-            target = found
-            rc.ref_expr = found
-        elif isinstance(found, CellRef):
-            target = self.ref_target(found.key)
-            if target is not None:
-                rc.ref_expr = found
         self._targets[key] = target
         return target
 
@@ -330,6 +343,8 @@ class _Resolver:
             if len(parts) == 1:
                 return CellRef((block, first), (), name.span, name.dotted)
             current = self.ref_target((block, first))
+            if (block, first) in self._poisoned:
+                return None
             if current is None:
                 return self._fail(quiet, UnknownNameError(f"`{first}` is a value, not a block: `{name.dotted}` means nothing", name.span))
             via = [(block, first)]
@@ -349,6 +364,8 @@ class _Resolver:
             if i == len(parts) - 1:
                 return CellRef(key, tuple(via), name.span, name.dotted)
             nxt = self.ref_target(key)
+            if key in self._poisoned:
+                return None
             if nxt is None:
                 return self._fail(quiet, UnknownNameError(f"`{'.'.join(parts[: i + 1])}` is a value, not a block", name.span))
             via.append(key)
@@ -415,18 +432,23 @@ class _Resolver:
         expected = self._expected_kind(rc)
         actual = self.blocks[rc.ref_target].kind
         if expected and expected != actual:
-            choices = [n for n, b in self.blocks.items() if b.kind == expected]
+            self._poisoned.add(rc.key)
             self.errors.append(ReferenceKindError(
                 f"`{rc.name}` must name a {expected}, but `{rc.ref_target}` is a {actual}", rc.cell.expr.span,
-                hint=did_you_mean(rc.ref_target, choices) or f"{expected}s: " + ", ".join(sorted(choices)[:12])))
+                hint=self._choices(expected, rc.ref_target)))
 
     def _check_not_ref_slot(self, rc: ResolvedCell) -> None:
         expected = self._expected_kind(rc)
         if expected:
-            choices = sorted(n for n, b in self.blocks.items() if b.kind == expected)
             self.errors.append(ReferenceKindError(
-                f"`{rc.name}` must name a {expected}", rc.cell.expr.span, hint=f"{expected}s: " + ", ".join(choices[:12])))
+                f"`{rc.name}` must name a {expected}", rc.cell.expr.span, hint=self._choices(expected)))
             rc.dim = _ERROR
+
+    def _choices(self, kind: str, near: Optional[str] = None) -> str:
+        names = sorted(n for n, b in self.blocks.items() if b.kind == kind)
+        if not names:
+            return f"no {kind} block is defined: import one"
+        return (did_you_mean(near, names) if near else None) or f"{kind} blocks: " + ", ".join(names[:12]) + (" ..." if len(names) > 12 else "")
 
     # ---- dimensions and order -----------------------------------------
 
@@ -458,8 +480,12 @@ class _Resolver:
         if rc.form in ("text", "ref"):
             return rc.form
         if rc.form == "unknown":
-            inherited = self._inherited_dim(rc.shadowed)
-            return inherited if inherited is not None else NUMBER
+            inherited = self._inherited_dim(rc)
+            return inherited if isinstance(inherited, Dim) or inherited == BOOL else NUMBER
+        if rc.form == "input" and isinstance(rc.expr, m.Num) and rc.expr.bare:
+            inherited = self._inherited_dim(rc)
+            if isinstance(inherited, Dim) and not inherited.dimensionless:
+                rc.expr = dataclasses.replace(rc.expr, dim=inherited, bare=False)
         dim = self._infer(rc.expr)
         return NUMBER if dim is ZERO else dim
 
@@ -574,7 +600,8 @@ class _Resolver:
         self.collect_blocks()
         for info in self.blocks.values():
             self.merge_block(info)
-        for rc in self.cells.values():
+        refs_first = sorted(self.cells.values(), key=lambda rc: self.ref_target(rc.key) is None)
+        for rc in refs_first:
             self.resolve_cell(rc)
         for key in self.cells:
             self.dim_of(key)

@@ -35,6 +35,7 @@ def lark_parser():
         propagate_positions=True,
         maybe_placeholders=False,
         cache=True,
+        start=["start", "cell"],
     )
 
 
@@ -86,15 +87,30 @@ def decode(data: bytes, path: str) -> str:
 
 def parse_text(text: str, path: str) -> SpecFile:
     """Parse kvspec source into a SpecFile, or raise a positioned kvdsl error."""
-    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
-
     from .transformer import transform
 
     remember_source(path, text)
     if not text.strip():
         raise SpecSyntaxError("the file is empty", _point(path, 1, 1), hint="a spec holds blocks such as `model name \"Title\" { ... }`")
+    spec = transform(_tree(text, path, "start"), path, text)
+    if not spec.items:
+        raise SpecSyntaxError("the file holds no blocks or imports", _point(path, 1, 1))
+    return spec
+
+
+def parse_cell(text: str, path: str):
+    """Parse one `name = value` line (as `--set` gives it) into a Cell."""
+    from .transformer import transform
+
+    remember_source(path, text)
+    return transform(_tree(text, path, "cell"), path, text)
+
+
+def _tree(text: str, path: str, start: str):
+    from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
+
     try:
-        tree = lark_parser().parse(text)
+        return lark_parser().parse(text, start=start)
     except UnexpectedCharacters as exc:
         char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
         expected = _expected(exc.allowed or ())
@@ -116,10 +132,6 @@ def parse_text(text: str, path: str) -> SpecFile:
     except UnexpectedEOF as exc:
         line = text.count("\n") + 1
         raise SpecSyntaxError(f"unexpected end of file; expected {_expected(exc.expected)}", _point(path, line, 1)) from None
-    spec = transform(tree, path, text)
-    if not spec.items:
-        raise SpecSyntaxError("the file holds no blocks or imports", _point(path, 1, 1))
-    return spec
 
 
 def parse_file(path: Path, display: str) -> SpecFile:

@@ -9,7 +9,7 @@ from lark import Token, Transformer, v_args
 from lark.exceptions import VisitError
 
 from . import model as m
-from .errors import InvalidValueError, KvdslError, Span, UnknownNameError, did_you_mean
+from .errors import InvalidValueError, KvdslError, Span, UnknownNameError, did_you_mean, raise_all
 from .units import DECLARED_DIMS, NUMBER, SUFFIXES, TOKENS, parse_unit
 
 MAX_EXPONENT = 30  # |value| below 10^30: more than any byte count of any cluster
@@ -50,6 +50,7 @@ class SpecTransformer(Transformer):
 
     def __init__(self, path: str, text: str):
         super().__init__()
+        self.errors: list[KvdslError] = []
         self.path = path
         self.lines = text.splitlines()
 
@@ -80,11 +81,11 @@ class SpecTransformer(Transformer):
 
     def _kind(self, tok: Token) -> str:
         if str(tok) not in m.BLOCK_KINDS:
-            raise UnknownNameError(
+            self.errors.append(UnknownNameError(
                 f"unknown block kind `{tok}`",
                 self._tspan(tok),
                 hint=did_you_mean(str(tok), m.BLOCK_KINDS) or "blocks are " + ", ".join(m.BLOCK_KINDS),
-            )
+            ))
         return str(tok)
 
     @v_args(meta=True)
@@ -177,7 +178,12 @@ class SpecTransformer(Transformer):
     def quantity(self, meta, children):
         number = children[0]
         unit = str(children[1]) if len(children) > 1 else None
-        return parse_number(str(number), unit, self._span(meta))
+        span = self._span(meta)
+        try:
+            return parse_number(str(number), unit, span)
+        except KvdslError as exc:
+            self.errors.append(exc)
+            return m.Num(Fraction(0), NUMBER, span)
 
     @v_args(meta=True)
     def boolean(self, meta, children):
@@ -225,9 +231,12 @@ class SpecTransformer(Transformer):
 
 def transform(tree, path: str, text: str) -> m.SpecFile:
     """Turn a Lark tree into a SpecFile, unwrapping errors raised while visiting."""
+    transformer = SpecTransformer(path, text)
     try:
-        return SpecTransformer(path, text).transform(tree)
+        result = transformer.transform(tree)
     except VisitError as exc:  # Lark wraps what a transformer raises
         if isinstance(exc.orig_exc, KvdslError):
-            raise exc.orig_exc from None
+            raise_all(transformer.errors + [exc.orig_exc])
         raise
+    raise_all(transformer.errors)
+    return result

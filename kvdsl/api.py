@@ -1,0 +1,85 @@
+"""The library entry points: load specs (with `--set` overrides) and evaluate them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+from .errors import KvdslError, Span, UsageError, did_you_mean, flatten, remember_source
+from .graph import Program, build
+from .loader import load
+from .model import Cell
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One `--set [block.]cell=value`."""
+
+    block: Optional[str]
+    cell: Cell
+
+
+def parse_setting(text: str) -> Setting:
+    """`context=32K` or `chat.gpus=8` -> a Setting whose cell is parsed as kvspec."""
+    from .parser import parse_cell
+
+    target, sep, value = text.partition("=")
+    target = target.strip()
+    if not sep or not target or not value.strip():
+        raise UsageError(f"--set needs NAME=VALUE, not `{text}`", hint="e.g. --set context=32K or --set chat.gpus=8")
+    block, _, name = target.rpartition(".")
+    try:
+        cell = parse_cell(f"{name} = {value.strip()}", "--set")
+    except KvdslError as err:
+        raise UsageError(f"--set {text}: {err.message}", err.span, err.hint) from None
+    return Setting(block or None, cell)
+
+
+def build_program(paths: Iterable[str], settings: Iterable[Setting] = ()) -> Program:
+    """Load specs and resolve them, applying settings; raise every error found."""
+    paths = list(paths)
+    settings = list(settings)
+    workspace = load(paths)
+    if not settings:
+        return build(workspace)
+    if workspace.errors:
+        raise_workspace(workspace)
+    plain = build(workspace)
+    overrides: dict[str, dict[str, Cell]] = {}
+    for setting in settings:
+        for block in _targets(plain, setting):
+            overrides.setdefault(block, {})[setting.cell.name] = setting.cell
+    return build(workspace, overrides)
+
+
+def raise_workspace(workspace) -> None:
+    from .errors import raise_all
+
+    raise_all(workspace.errors)
+
+
+def _targets(program: Program, setting: Setting) -> list[str]:
+    name = setting.cell.name
+    if setting.block is not None:
+        info = program.blocks.get(setting.block)
+        if info is None:
+            raise UsageError(f"--set: no block named `{setting.block}`", hint=did_you_mean(setting.block, program.blocks))
+        if name not in info.cells:
+            raise UsageError(f"--set: {info.kind} `{setting.block}` has no cell `{name}`", hint=did_you_mean(name, info.cells))
+        return [setting.block]
+    found = [b for b, info in program.blocks.items() if name in info.cells]
+    if not found:
+        every = {c for info in program.blocks.values() for c in info.cells}
+        raise UsageError(f"--set: no block has a cell `{name}`", hint=did_you_mean(name, every))
+    return found
+
+
+def evaluate_paths(paths: Iterable[str], settings: Iterable[Setting] = ()):
+    """(program, values) for the given specs."""
+    from .evaluate import evaluate
+
+    program = build_program(paths, settings)
+    return program, evaluate(program)
+
+
+__all__ = ["Setting", "parse_setting", "build_program", "evaluate_paths", "KvdslError", "Span", "flatten"]

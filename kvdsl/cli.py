@@ -1,0 +1,128 @@
+"""The `kvdsl` command: thin click commands over the library."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+
+import click
+
+from .errors import KvdslError, UsageError
+
+EXIT_SPEC_ERROR = 1
+EXIT_USAGE_ERROR = 2
+
+
+def reports_errors(fn):
+    """Print kvdsl errors as `path:line:col: error: ...` and exit 1 (2 for usage)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except UsageError as exc:
+            click.echo(exc.render(), err=True)
+            sys.exit(EXIT_USAGE_ERROR)
+        except KvdslError as exc:
+            click.echo(exc.render(), err=True)
+            sys.exit(EXIT_SPEC_ERROR)
+
+    return wrapper
+
+
+def _settings(values):
+    from .api import parse_setting
+
+    return [parse_setting(v) for v in values]
+
+
+set_option = click.option(
+    "--set", "sets", multiple=True, metavar="[BLOCK.]CELL=VALUE",
+    help="Override a cell: in every block that has it, or in one block. VALUE is kvspec (32K, 80 GiB, fp8).",
+)
+paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="kvdsl")
+def main():
+    """kvdsl: plan GPU memory for LLM serving from declarative .kvspec files."""
+
+
+@main.command()
+@paths_argument
+@reports_errors
+def check(paths):
+    """Parse and resolve specs; report every error."""
+    from .api import build_program
+
+    program = build_program(paths)
+    blocks = program.user_blocks()
+    kinds = {}
+    for b in blocks:
+        kinds[b.kind] = kinds.get(b.kind, 0) + 1
+    summary = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in kinds.items())
+    cells = sum(len(b.cells) for b in blocks)
+    click.echo(f"ok: {summary or 'no blocks'}; {cells:,} cells")
+
+
+@main.command("eval")
+@paths_argument
+@set_option
+@click.option("--json", "as_json", is_flag=True, help="Print JSON: blocks -> cells -> value and unit (base units).")
+@reports_errors
+def eval_command(paths, sets, as_json):
+    """Evaluate every cell of every block."""
+    from .api import evaluate_paths
+    from .report import eval_json, eval_text
+
+    program, values = evaluate_paths(paths, _settings(sets))
+    if as_json:
+        click.echo(json.dumps(eval_json(program, values), indent=2))
+    else:
+        click.echo(eval_text(program, values))
+
+
+@main.command()
+@paths_argument
+@click.option("--context", "context", metavar="TOKENS", help="Context length, e.g. 32K or 8192 (default: each model's).")
+@click.option("--kv-dtype", "kv_dtype", metavar="FORMAT", help="KV cache format, e.g. fp16, fp8, q4_0.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON rows.")
+@click.option("--csv", "as_csv", is_flag=True, help="Print CSV rows.")
+@reports_errors
+def table(paths, context, kv_dtype, as_json, as_csv):
+    """One row per model: scheme, elements per token, reduction vs MHA, cache per sequence."""
+    from .api import evaluate_paths, parse_setting
+    from .report import table_csv, table_rows, table_text
+
+    if as_json and as_csv:
+        raise UsageError("choose one of --json and --csv")
+    settings = []
+    if context:
+        settings.append(parse_setting(f"context={context}"))
+    if kv_dtype:
+        settings.append(parse_setting(f"kv_dtype={kv_dtype}"))
+    program, values = evaluate_paths(paths, _model_settings(paths, settings))
+    rows = table_rows(program, values)
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+    elif as_csv:
+        click.echo(table_csv(rows), nl=False)
+    else:
+        click.echo(table_text(rows))
+
+
+def _model_settings(paths, settings):
+    """Table settings apply to the models, not to deployments."""
+    from .api import Setting, build_program
+
+    if not settings:
+        return []
+    program = build_program(paths)
+    models = [b.name for b in program.user_blocks() if b.kind == "model"]
+    return [Setting(m, s.cell) for m in models for s in settings]
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,147 @@
+"""Results as text, JSON and CSV: the `eval` listing and the `table` rows."""
+
+from __future__ import annotations
+
+import csv
+import io
+
+from .display import bytes_text, context_label, format_value, gib_text, json_number, plain_number
+from .graph import Program
+
+KIND_ORDER = {"model": 0, "hardware": 1, "deployment": 2}
+
+
+def _ordered_blocks(program: Program):
+    blocks = program.user_blocks()
+    return sorted(blocks, key=lambda b: KIND_ORDER.get(b.kind, 3))
+
+
+def eval_json(program: Program, values: dict) -> dict:
+    """The `eval --json` contract: blocks -> kind, title, cells -> value, unit."""
+    out = {}
+    for info in _ordered_blocks(program):
+        cells = {}
+        for name in info.cells:
+            rc = program.cells[(info.name, name)]
+            dim = rc.dim
+            unit = dim.unit() if hasattr(dim, "unit") else None
+            cells[name] = {"value": json_number(values[(info.name, name)]), "unit": unit}
+        out[info.name] = {"kind": info.kind, "title": info.title, "cells": cells}
+    return {"blocks": out}
+
+
+def eval_text(program: Program, values: dict) -> str:
+    """A readable table per block, with a verdict line for each deployment."""
+    parts = []
+    for info in _ordered_blocks(program):
+        lines = [f"{info.kind} {info.name} \"{info.title}\"  ({info.block.name_span})"]
+        width = max((len(n) for n in info.cells), default=0)
+        for name in info.cells:
+            rc = program.cells[(info.name, name)]
+            lines.append(f"  {name:<{width}}  {format_value(values[(info.name, name)], rc.dim)}")
+        if info.kind == "deployment":
+            lines.append("  => " + deployment_verdict(info.name, values))
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def deployment_verdict(block: str, values: dict) -> str:
+    """One sentence: whether the deployment fits, its max batch and max context."""
+    v = lambda name: values.get((block, name))  # noqa: E731
+    shortfall = v("shortfall_bytes_per_gpu")
+    if shortfall is not None and shortfall > 0:
+        return (
+            f"cannot fit: the weights alone exceed the usable memory of each GPU by {gib_text(shortfall)} "
+            f"({gib_text(v('weights_bytes_per_gpu'))} of weights per GPU, {gib_text(v('usable_bytes_per_gpu'))} usable)"
+        )
+    context, batch = v("context"), v("batch")
+    if None in (context, batch, v("fits")):
+        return "incomplete: a `?` cell is not solved"
+    verdict = "fits" if v("fits") else "does not fit"
+    return (
+        f"{verdict}: {plain_number(batch)} x {plain_number(context)} tokens need {bytes_text(v('kv_bytes_per_gpu'))} "
+        f"of KV per GPU, {bytes_text(v('kv_budget_bytes_per_gpu'))} available; "
+        f"max batch at {plain_number(context)} tokens: {plain_number(v('max_batch'))}; "
+        f"max context at batch {plain_number(batch)}: {plain_number(v('max_context'))} tokens"
+    )
+
+
+def scheme(values: dict, block: str) -> str:
+    """MHA, GQA, MQA or MLA, with the layer kinds when a model mixes them."""
+    v = lambda name: values[(block, name)]  # noqa: E731
+    full, sliding, ssm, shared = v("full_layers"), v("sliding_layers"), v("ssm_layers"), v("shared_layers")
+    if v("mla"):
+        attention = "MLA"
+    elif v("kv_heads") == v("heads"):
+        attention = "MHA"
+    elif v("kv_heads") == 1:
+        attention = "MQA"
+    else:
+        attention = "GQA"
+    if full + sliding == 0:
+        return "SSM"
+    window = f"sliding({plain_number(v('window'))})"
+    kinds = []
+    if full and (sliding or ssm or shared):
+        kinds.append(f"{plain_number(full)} full")
+    if sliding:
+        kinds.append(f"{plain_number(sliding)} {window}" if (full or ssm or shared) else window)
+    if ssm:
+        kinds.append(f"{plain_number(ssm)} SSM")
+    if shared:
+        kinds.append(f"{plain_number(shared)} shared")
+    return attention + (" " + " + ".join(kinds) if kinds else "")
+
+
+def table_rows(program: Program, values: dict) -> list:
+    """One row per model block, the layout of the "One Table"."""
+    rows = []
+    for info in program.user_blocks():
+        if info.kind != "model":
+            continue
+        v = lambda name: values[(info.name, name)]  # noqa: E731
+        reduction = v("mha_reduction")
+        rows.append({
+            "block": info.name,
+            "title": info.title,
+            "scheme": scheme(values, info.name),
+            "kv_elements_per_token": json_number(v("kv_elements_per_token")),
+            "mha_reduction": json_number(reduction) if reduction else None,
+            "context": json_number(v("context")),
+            "kv_dtype": v("kv_dtype"),
+            "kv_bytes_per_sequence": json_number(v("kv_bytes_per_sequence")),
+        })
+    return rows
+
+
+def table_text(rows: list) -> str:
+    if not rows:
+        return "no models"
+    contexts = {r["context"] for r in rows}
+    dtypes = {r["kv_dtype"] for r in rows}
+    ctx = context_label(contexts.pop()) if len(contexts) == 1 else "context"
+    dtype = dtypes.pop() if len(dtypes) == 1 else "kv_dtype"
+    header = ["model", "scheme", "elem/token", "vs MHA", f"{ctx} cache ({dtype})"]
+    body = []
+    for r in rows:
+        reduction = f"{r['mha_reduction']:.1f}x" if r["mha_reduction"] else "-"
+        cache = r["kv_bytes_per_sequence"]
+        body.append([r["title"], r["scheme"], f"{r['kv_elements_per_token']:,}", reduction,
+                     gib_text(cache) if cache >= 0.01 * 1024**3 or cache == 0 else bytes_text(cache)])
+    widths = [max(len(str(x[i])) for x in [header] + body) for i in range(len(header))]
+    right = {2, 3, 4}
+
+    def line(cells):
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in body])
+
+
+def table_csv(rows: list) -> str:
+    out = io.StringIO()
+    fields = ["title", "block", "scheme", "kv_elements_per_token", "mha_reduction", "context", "kv_dtype", "kv_bytes_per_sequence"]
+    writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({k: r[k] for k in fields})
+    return out.getvalue()
