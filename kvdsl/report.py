@@ -80,7 +80,7 @@ def scheme(values: dict, block: str) -> str:
         attention = "GQA"
     if full + sliding == 0:
         return "SSM"
-    window = f"sliding({plain_number(v('window'))})"
+    window = f"sliding({int(v('window'))})"
     kinds = []
     if full and (sliding or ssm or shared):
         kinds.append(f"{plain_number(full)} full")
@@ -127,7 +127,7 @@ def table_text(rows: list) -> str:
         reduction = f"{r['mha_reduction']:.1f}x" if r["mha_reduction"] else "-"
         cache = r["kv_bytes_per_sequence"]
         body.append([r["title"], r["scheme"], f"{r['kv_elements_per_token']:,}", reduction,
-                     gib_text(cache) if cache >= 0.01 * 1024**3 or cache == 0 else bytes_text(cache)])
+                     gib_text(cache) if cache >= 0.1 * 1024**3 or cache == 0 else bytes_text(cache)])
     widths = [max(len(str(x[i])) for x in [header] + body) for i in range(len(header))]
     right = {2, 3, 4}
 

@@ -1,0 +1,129 @@
+"""Resolved cells -> SymPy expressions.
+
+`cell_expr` gives one cell's own rule over Symbols named `block.cell` (the
+rules graph).  `Expander` substitutes rules into each other, stopping at the
+cells it is told to keep as symbols, and names those symbols the way a spec
+reads from the starting block (`model.layers`, `kv_budget_bytes_per_gpu`).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Optional
+
+import sympy as sp
+
+from . import model as m
+from .graph import CellRef, Key, Program
+
+
+def to_rational(value):
+    """A Fraction, bool or int as a SymPy number."""
+    if isinstance(value, bool):
+        return sp.true if value else sp.false
+    return sp.Rational(value.numerator, value.denominator) if hasattr(value, "denominator") else sp.sympify(value)
+
+
+_RELATIONS = {"<": sp.Lt, "<=": sp.Le, ">": sp.Gt, ">=": sp.Ge, "==": sp.Eq, "!=": sp.Ne}
+
+
+def convert(expr, ref: Callable[[CellRef], sp.Basic]) -> sp.Basic:
+    """A resolved kvspec expression as SymPy; `ref` maps each CellRef to SymPy."""
+    if isinstance(expr, m.Num):
+        return to_rational(expr.value)
+    if isinstance(expr, m.Bool):
+        return sp.true if expr.value else sp.false
+    if isinstance(expr, CellRef):
+        return ref(expr)
+    if isinstance(expr, m.Unary):
+        inner = convert(expr.operand, ref)
+        return sp.Not(inner) if expr.op == "not" else -inner
+    if isinstance(expr, m.If):
+        cond = convert(expr.cond, ref)
+        return sp.Piecewise((convert(expr.then, ref), cond), (convert(expr.otherwise, ref), True))
+    if isinstance(expr, m.Call):
+        args = [convert(a, ref) for a in expr.args]
+        return {"min": sp.Min, "max": sp.Max, "floor": sp.floor, "ceil": sp.ceiling, "abs": sp.Abs}[expr.func](*args)
+    if isinstance(expr, m.Binary):
+        a, b = convert(expr.left, ref), convert(expr.right, ref)
+        op = expr.op
+        if op == "and":
+            return sp.And(a, b)
+        if op == "or":
+            return sp.Or(a, b)
+        if op in _RELATIONS:
+            return _RELATIONS[op](a, b)
+        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b, "^": lambda: a**b}[op]()
+    raise TypeError(f"cannot convert {expr!r}")
+
+
+def symbol_for(key: Key) -> sp.Symbol:
+    return sp.Symbol(f"{key[0]}.{key[1]}")
+
+
+def cell_expr(program: Program, key: Key) -> sp.Basic:
+    """One cell's rule over the Symbols of the cells it names directly."""
+    rc = program.cells[key]
+    return convert(rc.expr, lambda r: symbol_for(r.key))
+
+
+class Expander:
+    """Expands a cell's rule into the rules it depends on.
+
+    Cells for which `stop(key)` is true become symbols, named as the starting
+    block reads them; `symbols` maps each such Symbol to its key.
+    """
+
+    def __init__(self, program: Program, stop: Callable[[Key], bool], rename: Optional[dict] = None):
+        self.program = program
+        self.stop = stop
+        self.rename = rename or {}
+        self.symbols: dict[sp.Symbol, Key] = {}
+        self._names: dict[Key, sp.Symbol] = {}
+        self._memo: dict[Key, sp.Basic] = {}
+
+    def symbol(self, key: Key, name: str) -> sp.Symbol:
+        if key in self.rename:
+            return self.rename[key]
+        if key in self._names:
+            return self._names[key]
+        taken = {s.name for s in self.symbols}
+        if name in taken:
+            name = f"{key[0]}.{key[1]}"
+        sym = sp.Symbol(name)
+        self._names[key] = sym
+        self.symbols[sym] = key
+        return sym
+
+    def expand(self, key: Key, prefix: str = "") -> sp.Basic:
+        if key in self.rename:
+            return self.rename[key]
+        if key in self._memo:
+            return self._memo[key]
+        rc = self.program.cells[key]
+
+        def ref(r: CellRef):
+            name = prefix + r.text
+            if self.stop(r.key) or self.program.cells[r.key].form in ("input", "unknown"):
+                return self.symbol(r.key, name)
+            head = r.text.rpartition(".")[0]
+            return self.expand(r.key, prefix + (head + "." if head else ""))
+
+        result = convert(rc.expr, ref)
+        self._memo[key] = result
+        return result
+
+
+def depends_on(program: Program, target: Key) -> set:
+    """Every cell whose value depends on `target` (including target itself)."""
+    users: dict[Key, list] = {}
+    for key, rc in program.cells.items():
+        if rc.expr is not None and rc.form == "rule":
+            for dep in program.dependencies(key):
+                users.setdefault(dep, []).append(key)
+    out, todo = {target}, [target]
+    while todo:
+        for user in users.get(todo.pop(), []):
+            if user not in out:
+                out.add(user)
+                todo.append(user)
+    return out
