@@ -113,6 +113,28 @@ def table(paths, context, kv_dtype, as_json, as_csv):
         click.echo(table_text(rows))
 
 
+@main.command()
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--for", "cell", required=True, metavar="CELL", help="The cell to solve for (batch, context, gpus, kv_bytes_per_element, ...).")
+@click.option("--block", metavar="BLOCK", help="The block to solve in (needed when several have CELL).")
+@set_option
+@click.option("--symbolic", "symbolic", multiple=True, metavar="NAME", help="Keep NAME as a symbol in the closed form.")
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+@reports_errors
+def solve(path, cell, block, sets, symbolic, as_json):
+    """Solve a block's `fits` constraint for one cell: closed form, number, regimes."""
+    from .api import build_program
+    from .solve import choose_block, render, solve as solve_cell
+
+    program = build_program([path], _settings(sets))
+    block = choose_block(program, cell, block)
+    solution = solve_cell(program, block, cell, symbolic)
+    if as_json:
+        click.echo(json.dumps(solution.to_json(), indent=2))
+    else:
+        click.echo(render(solution))
+
+
 def _model_settings(paths, settings):
     """Table settings apply to the models, not to deployments."""
     from .api import Setting, build_program

@@ -1,0 +1,1 @@
+"""Excel export: printing SymPy expressions as live Excel formulas."""

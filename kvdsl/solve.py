@@ -1,0 +1,433 @@
+"""Symbolic what-if: solve a block's constraint (`fits`) for any one cell.
+
+The constraint is expanded into the rules that depend on the asked-for cell,
+everything else stays a symbol named as the spec names it.  Rounding
+(`ceil`, `floor`) is relaxed to find the closed form; `min`, `max` and `if`
+split it into regimes.  The integer answer a user means (the largest batch,
+the smallest GPU count) is then found on the exact rules, rounding included,
+and checked by substituting it back.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from fractions import Fraction
+from typing import Optional
+
+import sympy as sp
+from sympy.printing.pretty.pretty import PrettyPrinter
+from sympy.printing.pretty.stringpict import prettyForm
+
+from .display import format_value, gib_text
+from .errors import SolveError, UsageError, did_you_mean
+from .evaluate import _Unknown, evaluate, evaluate_expr
+from .graph import Key, Program
+from .symbolic import Expander, depends_on, to_rational
+from .units import TOKENS, Dim
+
+CONSTRAINT = "fits"
+SEARCH_LIMIT = 10**15
+
+
+@dataclass
+class Regime:
+    condition: str
+    expression: str
+    active: bool
+
+
+@dataclass
+class Solution:
+    """The answer to `solve --for CELL`: closed form, number, regimes, or why there is none."""
+
+    block: str
+    cell: str
+    unit: Optional[str]
+    dim: object
+    expression: Optional[sp.Basic] = None
+    value: object = None  # int for integer quantities, Fraction otherwise
+    relaxed: Optional[float] = None
+    direction: str = "max"
+    regimes: list = field(default_factory=list)
+    limits: list = field(default_factory=list)  # other bounds that do not bind: (expression, value)
+    message: Optional[str] = None
+    verified: bool = False
+
+    def to_json(self) -> dict:
+        value = self.value
+        if isinstance(value, Fraction):
+            value = value.numerator if value.denominator == 1 else float(value)
+        return {
+            "block": self.block,
+            "cell": self.cell,
+            "expression": sp.sstr(self.expression) if self.expression is not None else None,
+            "value": value,
+            "unit": self.unit,
+            "regimes": [{"condition": r.condition, "expression": r.expression, "active": r.active} for r in self.regimes],
+            "message": self.message,
+        }
+
+
+class _Feasibility:
+    """Re-evaluates only the cells that depend on the unknown, exactly."""
+
+    def __init__(self, program: Program, base: dict, target: Key, constraint: Key):
+        self.program = program
+        self.base = base
+        self.target = target
+        self.constraint = constraint
+        affected = depends_on(program, target)
+        self.order = [k for k in program.order if k in affected and k != target and program.cells[k].form in ("rule", "input")]
+
+    def values(self, x) -> dict:
+        values = dict(self.base)
+        values[self.target] = Fraction(x)
+        for key in self.order:
+            try:
+                values[key] = evaluate_expr(self.program.cells[key].expr, values)
+            except (_Unknown, ArithmeticError):
+                values[key] = None
+            except Exception:  # an EvaluationError (division by zero) means: not a valid point
+                values[key] = None
+        return values
+
+    def __call__(self, x) -> bool:
+        return bool(self.values(x).get(self.constraint))
+
+
+def find_key(program: Program, block: str, dotted: str) -> Key:
+    """`batch` or `model.window`, read from `block`, -> the key of that cell."""
+    parts = dotted.split(".")
+    current = block
+    for i, part in enumerate(parts):
+        info = program.blocks[current]
+        if part not in info.cells:
+            raise UsageError(f"{info.kind} `{current}` has no cell `{part}`", hint=did_you_mean(part, info.cells))
+        if i == len(parts) - 1:
+            return (current, part)
+        rc = program.cells[(current, part)]
+        if rc.ref_target is None:
+            raise UsageError(f"`{'.'.join(parts[: i + 1])}` is not a reference to a block")
+        current = rc.ref_target
+    raise UsageError(f"no cell `{dotted}`")
+
+
+def choose_block(program: Program, cell: str, block: Optional[str]) -> str:
+    """The block to solve in: the one given, or the only one with both the cell and `fits`."""
+    if block is not None:
+        if block not in program.blocks:
+            raise UsageError(f"no block named `{block}`", hint=did_you_mean(block, program.blocks))
+        return block
+    candidates = [b.name for b in program.user_blocks() if cell.split(".")[0] in b.cells and CONSTRAINT in b.cells]
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        raise UsageError(f"no block has both `{cell}` and a `{CONSTRAINT}` constraint")
+    raise UsageError(f"{len(candidates)} blocks have `{cell}`: choose one with --block", hint=", ".join(candidates[:10]))
+
+
+def _integer_quantity(program: Program, key: Key, base: dict) -> bool:
+    rc = program.cells[key]
+    if rc.dim == TOKENS:
+        return True
+    if not (isinstance(rc.dim, Dim) and rc.dim.dimensionless):
+        return False
+    value = base.get(key)
+    if value is None:
+        for cell in rc.shadowed:
+            expr = getattr(cell, "expr", None)
+            value = getattr(expr, "value", None)
+            break
+    return isinstance(value, (int, Fraction)) and Fraction(value).denominator == 1
+
+
+def _relations(expr) -> list:
+    if isinstance(expr, sp.And):
+        return [r for arg in expr.args for r in _relations(arg)]
+    return [expr]
+
+
+def _substitute_conditions(expr, env: dict):
+    """Decide the conditions of every `if` that the given values decide."""
+    expr = expr.rewrite(sp.Piecewise) if expr.has(sp.Min, sp.Max) else expr
+
+    def fix(pw):
+        return sp.Piecewise(*[(a, c.subs(env) if hasattr(c, "subs") else c) for a, c in pw.args])
+
+    return expr.replace(lambda e: isinstance(e, sp.Piecewise), fix)
+
+
+def _tidy(expr):
+    """The shortest of a few equivalent forms of a closed form."""
+    forms = [expr, sp.factor_terms(expr), sp.factor(expr), sp.cancel(expr), -sp.factor_terms(sp.cancel(-expr))]
+    return min(forms, key=lambda e: (sp.count_ops(e), len(str(e))))
+
+
+def _relax(expr):
+    return expr.replace(sp.ceiling, lambda a: a).replace(sp.floor, lambda a: a)
+
+
+def _pieces(expr) -> list:
+    folded = sp.piecewise_fold(expr)
+    if isinstance(folded, sp.Piecewise):
+        return [(a, c) for a, c in folded.args if c is not sp.false]
+    return [(folded, sp.true)]
+
+
+def _number(value) -> Optional[float]:
+    try:
+        number = complex(value)
+    except (TypeError, ValueError):
+        return None
+    if abs(number.imag) > 1e-12 or math.isnan(number.real):
+        return None
+    return number.real
+
+
+def solve(program: Program, block: str, cell: str, symbolic=()) -> Solution:
+    """Solve `block`'s `fits` for `cell`, every other cell given."""
+    target = find_key(program, block, cell)
+    if target[0] != block:
+        raise UsageError(f"solve for a cell of the block itself, not `{cell}`", hint=f"use --block {target[0]} --for {target[1]}")
+    if (block, CONSTRAINT) not in program.cells:
+        raise SolveError(f"block `{block}` has no `{CONSTRAINT}` constraint to solve")
+    rc = program.cells[target]
+    if rc.form in ("text", "ref"):
+        raise UsageError(f"`{cell}` is not a number")
+    keep = {find_key(program, block, name) for name in symbolic}
+    base = evaluate(program)
+    unit = rc.dim.unit() if isinstance(rc.dim, Dim) else None
+    solution = Solution(block, cell, unit, rc.dim)
+    feasible = _Feasibility(program, base, target, (block, CONSTRAINT))
+    affected = depends_on(program, target)
+    if (block, CONSTRAINT) not in affected or target == (block, CONSTRAINT):
+        solution.message = f"`{CONSTRAINT}` does not depend on `{cell}`"
+        return solution
+
+    x = sp.Symbol(cell, positive=True)
+    expander = Expander(program, stop=lambda key: key not in affected, rename={target: x})
+    constraint = expander.expand((block, CONSTRAINT))
+    env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
+    zeros = {sym: 0 for sym, value in env.items() if value == 0 and expander.symbols[sym] not in keep}
+    bounds = _bounds(constraint.subs(zeros), x, env)
+    integer = _integer_quantity(program, target, base)
+    _answer(solution, bounds, feasible, integer, env, x, {s for s, k in expander.symbols.items() if k in keep})
+    if solution.value is None and solution.message is None:
+        solution.message = _why_not(program, block, cell, base)
+    return solution
+
+
+def _bounds(constraint, x, env: dict) -> list:
+    """For each relation on x: (direction, [(condition, solution)]) of its relaxed form."""
+    out = []
+    for relation in _relations(constraint):
+        if not isinstance(relation, sp.core.relational.Relational) or not relation.has(x):
+            continue
+        gap = relation.lhs - relation.rhs if isinstance(relation, (sp.Le, sp.Lt)) else relation.rhs - relation.lhs
+        gap = _relax(_substitute_conditions(gap, env))
+        regimes = []
+        earlier = []
+        for piece, condition in _pieces(gap):
+            effective = sp.And(condition, *[sp.Not(c) for c in earlier]) if earlier else condition
+            earlier.append(condition)
+            condition = effective
+            if not piece.has(x):
+                continue
+            roots = [r for r in sp.solve(sp.Eq(piece, 0), x) if not r.has(sp.I)]
+            if not roots:
+                continue
+            slope = _number(sp.diff(piece, x).subs(env).subs(x, roots[0].subs(env)))
+            regimes.append((condition, _tidy(roots[0]), slope))
+        if regimes:
+            out.append(regimes)
+    return out
+
+
+def _answer(solution: Solution, bounds: list, feasible, integer: bool, env: dict, x, keep: set) -> None:
+    """Pick the binding relation and regime, then find the exact answer."""
+    binding = None  # (regimes, condition, root, value, slope)
+    limits = []
+    for regimes in bounds:
+        active = []
+        for condition, root, slope in regimes:
+            value = _number(root.subs(env))
+            holds = value is not None and value > 0 and bool(condition.subs(env).subs(x, value))
+            if holds:
+                active.append((regimes, condition, root, value, slope))
+        if active:
+            limits.append(min(active, key=lambda c: c[3]))
+    if limits:
+        slopes = [c[4] for c in limits if c[4] is not None]
+        solution.direction = "min" if slopes and all(s < 0 for s in slopes) else "max"
+        pick = min if solution.direction == "max" else max
+        binding = pick(limits, key=lambda c: c[3])
+        solution.expression = binding[2]
+        solution.relaxed = binding[3]
+        solution.limits = [(c[2], c[3]) for c in limits if c is not binding]
+    if integer:
+        solution.value = _integer_search(feasible, solution.relaxed, solution.direction)
+        if solution.value is not None and solution.value != SEARCH_LIMIT:
+            step = 1 if solution.direction == "max" else -1
+            neighbour = solution.value + step
+            solution.verified = feasible(solution.value) and (neighbour < 1 or not feasible(neighbour))
+    elif solution.relaxed is not None:
+        exact = solution.expression.subs(env)
+        solution.value = Fraction(str(exact)) if exact.is_Rational else Fraction(solution.relaxed)
+        solution.verified = feasible(solution.value)
+    if solution.value is not None and solution.value == SEARCH_LIMIT:
+        solution.value = None
+        solution.message = f"`{solution.cell}` is not bounded: the constraint holds for every value"
+    if binding is None:
+        return
+    point = solution.value if solution.value is not None else solution.relaxed
+    shown = {s: v for s, v in env.items() if s not in keep}
+    for condition, root, _ in binding[0]:
+        cond = condition.subs(env)
+        is_active = point is not None and bool(cond.subs(x, to_rational(Fraction(point))))
+        solution.regimes.append(Regime(_condition_text(condition, shown), sp.sstr(root), is_active))
+
+
+def _condition_text(condition, env) -> str:
+    condition = condition.subs(env)
+    if condition is sp.true:
+        return "always"
+    symbols = condition.free_symbols
+    if len(symbols) == 1:
+        x = next(iter(symbols))
+        try:
+            condition = sp.solve_univariate_inequality(condition, x, relational=True)
+        except (NotImplementedError, ValueError, TypeError):
+            pass
+        condition = condition.subs({sp.Lt(x, sp.oo): sp.true, sp.Lt(-sp.oo, x): sp.true, sp.Lt(0, x): sp.true})
+    return sp.sstr(condition)
+
+
+def _integer_search(feasible, relaxed: Optional[float], direction: str) -> Optional[int]:
+    """The largest (or smallest) integer n >= 1 for which the constraint holds."""
+    if direction == "max":
+        start = max(int(math.floor(relaxed)), 1) if relaxed is not None and relaxed > 0 else 1
+        if not feasible(start):
+            return _descend(feasible, start)
+        return _ascend_max(feasible, start)
+    start = max(int(math.ceil(relaxed)), 1) if relaxed is not None and relaxed > 0 else 1
+    if feasible(start):
+        return _descend_min(feasible, start)
+    return _ascend_min(feasible, start)
+
+
+def _ascend_max(feasible, good: int) -> int:
+    step = 1
+    while good + step < SEARCH_LIMIT and feasible(good + step):
+        good += step
+        step *= 2
+    bad = min(good + step, SEARCH_LIMIT)
+    if bad == SEARCH_LIMIT and feasible(bad):
+        return SEARCH_LIMIT
+    return _bisect(feasible, good, bad)
+
+
+def _descend(feasible, bad: int) -> Optional[int]:
+    step = 1
+    while bad - step >= 1 and not feasible(bad - step):
+        bad -= step
+        step *= 2
+    good = bad - step
+    if good < 1:
+        if not feasible(1):
+            return None
+        good = 1
+    return _bisect(feasible, good, bad)
+
+
+def _bisect(feasible, good: int, bad: int) -> int:
+    """Largest n in [good, bad) that holds, given feasible(good) and not feasible(bad)."""
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if feasible(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
+def _descend_min(feasible, good: int) -> int:
+    step = 1
+    while good - step >= 1 and feasible(good - step):
+        good -= step
+        step *= 2
+    bad = max(good - step, 0)
+    while good - bad > 1:
+        mid = (good + bad) // 2
+        if feasible(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
+def _ascend_min(feasible, bad: int) -> Optional[int]:
+    step = 1
+    while bad + step < 1_000_000 and not feasible(bad + step):
+        bad += step
+        step *= 2
+    good = bad + step
+    if not feasible(good):
+        return None
+    while good - bad > 1:
+        mid = (good + bad) // 2
+        if feasible(mid):
+            good = mid
+        else:
+            bad = mid
+    return good
+
+
+def _why_not(program: Program, block: str, cell: str, base: dict) -> str:
+    shortfall = base.get((block, "shortfall_bytes_per_gpu"))
+    if shortfall is not None and shortfall > 0:
+        return (f"no `{cell}` fits: the weights alone exceed the usable memory of each GPU by {gib_text(shortfall)}")
+    return f"no positive `{cell}` satisfies `{CONSTRAINT}`"
+
+
+class _NamePrinter(PrettyPrinter):
+    """Pretty-prints symbols by their spec names (no `_x` subscripts)."""
+
+    def _print_Symbol(self, e, bold_name=False):
+        return prettyForm(e.name)
+
+
+def pretty(expr) -> str:
+    return _NamePrinter({"use_unicode": True, "wrap_line": False}).doprint(expr)
+
+
+def render(solution: Solution) -> str:
+    """The human-readable answer: closed form, number, integer answer, regimes."""
+    lines = [f"{solution.block}.{solution.cell}"]
+    if solution.expression is not None and solution.value is not None:
+        label = f"  {solution.cell} {'<=' if solution.direction == 'max' else '>='} "
+        body = pretty(solution.expression).split("\n")
+        mid = len(body) // 2
+        for i, row in enumerate(body):
+            lines.append(((label if i == mid else " " * len(label)) + row).rstrip())
+        if solution.relaxed is not None:
+            lines.append(f"  = {format_value(Fraction(solution.relaxed).limit_denominator(10**6), solution.dim)} before rounding")
+    for expression, value in solution.limits if solution.value is not None else ():
+        lines.append(f"  also bounded by {pretty(expression)} = {format_value(Fraction(value).limit_denominator(10**6), solution.dim)}, which does not bind")
+    if solution.value is not None:
+        what = "largest" if solution.direction == "max" else "smallest"
+        other = "one more does not" if solution.direction == "max" else "one fewer does not"
+        integer = isinstance(solution.value, int)
+        check = (f"checked: it fits, {other}" if integer else "checked: it fits") if solution.verified else "NOT verified by substitution"
+        lines.append(f"  {what} {solution.cell}: {format_value(solution.value, solution.dim)}  ({check})")
+    if solution.message:
+        lines.append(f"  {solution.message}")
+    if len(solution.regimes) > 1:
+        lines.append("  regimes:")
+        for r in solution.regimes:
+            lines.append(f"   {'*' if r.active else ' '} when {r.condition}: {solution.cell} = {r.expression}")
+        lines.append("  (* marks the regime the given values fall in)")
+    return "\n".join(lines)
+
+
+__all__ = ["solve", "render", "Solution", "Regime", "choose_block", "find_key"]
