@@ -75,11 +75,38 @@ def _targets(program: Program, setting: Setting) -> list[str]:
 
 
 def evaluate_paths(paths: Iterable[str], settings: Iterable[Setting] = ()):
-    """(program, values) for the given specs."""
+    """(program, values) for the given specs; `?` cells are solved."""
     from .evaluate import evaluate
 
     program = build_program(paths, settings)
-    return program, evaluate(program)
+    return program, evaluate(program, solve_unknowns(program))
+
+
+def solve_unknowns(program: Program) -> dict:
+    """Values for the `?` cells: each solved against its block's `fits`."""
+    unknowns = [rc for rc in program.cells.values() if rc.form == "unknown" and not program.blocks[rc.block].prelude]
+    if not unknowns:
+        return {}
+    from .errors import SolveError, raise_all
+    from .solve import solve
+
+    errors, solved, seen = [], {}, {}
+    for rc in unknowns:
+        if rc.block in seen:
+            errors.append(SolveError(f"block `{rc.block}` has two unknowns, `{seen[rc.block]}` and `{rc.name}`: solve for one at a time",
+                                     rc.cell.span))
+            continue
+        seen[rc.block] = rc.name
+        if ("fits" not in program.blocks[rc.block].cells):
+            errors.append(SolveError(f"`{rc.name} = ?` needs a `fits` constraint in block `{rc.block}` to solve against", rc.cell.span))
+            continue
+        solution = solve(program, rc.block, rc.name)
+        if solution.value is None:
+            errors.append(SolveError(f"cannot solve `{rc.block}.{rc.name}`: {solution.message}", rc.cell.span))
+        else:
+            solved[rc.key] = solution.value
+    raise_all(errors)
+    return solved
 
 
 __all__ = ["Setting", "parse_setting", "build_program", "evaluate_paths", "KvdslError", "Span", "flatten"]

@@ -1,0 +1,103 @@
+"""`kvdsl explain`: how a number comes about, rule by rule, with the values."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from . import model as m
+from .display import format_value
+from .graph import CellRef, Key, Program
+
+_PRECEDENCE = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "^": 8}
+
+
+def expr_text(expr, name: Callable[[CellRef], str], parent: int = 0) -> str:
+    """A resolved expression as kvspec text, each reference printed by `name`."""
+    if isinstance(expr, m.Num):
+        return _number(expr)
+    if isinstance(expr, m.Bool):
+        return "true" if expr.value else "false"
+    if isinstance(expr, CellRef):
+        return name(expr)
+    if isinstance(expr, m.Unary):
+        inner = expr_text(expr.operand, name, 7)
+        text = f"not {inner}" if expr.op == "not" else f"-{inner}"
+        return _wrap(text, 3 if expr.op == "not" else 7, parent)
+    if isinstance(expr, m.Binary):
+        prec = _PRECEDENCE[expr.op]
+        right_prec = prec + (0 if expr.op == "^" else 1)
+        left_prec = prec + (1 if expr.op == "^" else 0)
+        text = f"{expr_text(expr.left, name, left_prec)} {expr.op} {expr_text(expr.right, name, right_prec)}"
+        return _wrap(text, prec, parent)
+    if isinstance(expr, m.Call):
+        return f"{expr.func}({', '.join(expr_text(a, name) for a in expr.args)})"
+    if isinstance(expr, m.If):
+        text = f"if {expr_text(expr.cond, name)} then {expr_text(expr.then, name)} else {expr_text(expr.otherwise, name)}"
+        return _wrap(text, 0, parent)
+    return "?"
+
+
+def _wrap(text: str, prec: int, parent: int) -> str:
+    return f"({text})" if prec < parent else text
+
+
+def _number(num: m.Num) -> str:
+    return format_value(num.value, num.dim)
+
+
+class Explainer:
+    """Walks a cell's dependencies depth first, each cell once."""
+
+    def __init__(self, program: Program, values: dict, max_depth: int = 99):
+        self.program = program
+        self.values = values
+        self.max_depth = max_depth
+        self.seen: set = set()
+        self.lines: list[str] = []
+
+    def value_text(self, key: Key) -> str:
+        return format_value(self.values.get(key), self.program.cells[key].dim)
+
+    def explain(self, key: Key, label: str, depth: int = 0) -> None:
+        rc = self.program.cells[key]
+        pad = "  " * depth
+        where = f"[{rc.span.path}:{rc.span.line}]"
+        value = self.value_text(key)
+        if key in self.seen:
+            self.lines.append(f"{pad}{label} = {value}  (see above)")
+            return
+        self.seen.add(key)
+        if rc.form in ("input", "text", "unknown"):
+            kind = {"input": "input", "text": "text", "unknown": "solved"}[rc.form]
+            self.lines.append(f"{pad}{label} = {value}  ({kind}) {where}")
+            return
+        if rc.form == "ref":
+            self.lines.append(f"{pad}{label} = {rc.ref_target}  (names a {self.program.blocks[rc.ref_target].kind}) {where}")
+            return
+        self.lines.append(f"{pad}{label} = {rc.cell.source.split('=', 1)[1].strip()}  {where}")
+        prefix = label.rpartition(".")[0]
+        qualified = (lambda r: f"{prefix}.{r.text}") if prefix else (lambda r: r.text)
+        substituted = expr_text(rc.expr, lambda r: self.value_text(r.key))
+        self.lines.append(f"{pad}  = {substituted}")
+        self.lines.append(f"{pad}  = {value}")
+        if depth >= self.max_depth:
+            return
+        for ref in _unique_refs(rc.expr):
+            self.explain(ref.key, qualified(ref), depth + 1)
+
+
+def _unique_refs(expr):
+    from .graph import walk_refs
+
+    seen = set()
+    for ref in walk_refs(expr):
+        if ref.key not in seen:
+            seen.add(ref.key)
+            yield ref
+
+
+def explain(program: Program, values: dict, key: Key, max_depth: int = 99) -> str:
+    """The explanation of one cell as text."""
+    explainer = Explainer(program, values, max_depth)
+    explainer.explain(key, key[1])
+    return f"{key[0]}.{key[1]} = {explainer.value_text(key)}\n" + "\n".join(explainer.lines)
