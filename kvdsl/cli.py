@@ -221,6 +221,25 @@ def explain(path, cell, block, sets, depth):
     click.echo(explain_cell(program, values, find_key(program, block, cell), depth))
 
 
+@main.command()
+@paths_argument
+@click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False), help="The .xlsx file to write.")
+@set_option
+@click.option("--force", is_flag=True, help="Overwrite OUT if it exists.")
+@reports_errors
+def export(paths, out, sets, force):
+    """Write an Excel workbook in which every result is a live formula."""
+    from .api import evaluate_paths
+    from .excel.workbook import write_workbook
+
+    if not out.lower().endswith(".xlsx"):
+        raise UsageError(f"--out must name an .xlsx file, not `{out}`")
+    program, values = evaluate_paths(paths, _settings(sets))
+    written = write_workbook(program, values, out, list(paths), force=force)
+    click.echo(f"wrote {out}: {written['blocks']} blocks, {written['formulas']:,} formulas, "
+               f"{written['names']:,} defined names; sheets: {', '.join(written['sheets'])}")
+
+
 def _model_settings(paths, settings):
     """Table settings apply to the models, not to deployments."""
     from .api import Setting, build_program

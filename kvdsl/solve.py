@@ -431,3 +431,45 @@ def render(solution: Solution) -> str:
 
 
 __all__ = ["solve", "render", "Solution", "Regime", "choose_block", "find_key"]
+
+
+def live_form(program: Program, block: str, cell: str):
+    """A closed form for the answer over every regime, for a workbook formula.
+
+    Returns (expression, expander): the expression's symbols are the
+    expander's, so a printer can name them.  The largest integer answer is
+    the floor of the tightest bound, the smallest the ceiling of the loosest.
+    """
+    target = find_key(program, block, cell)
+    base = evaluate(program)
+    affected = depends_on(program, target)
+    x = sp.Symbol(cell, positive=True)
+    expander = Expander(program, stop=lambda key: key not in affected, rename={target: x})
+    constraint = expander.expand((block, CONSTRAINT))
+    env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
+    solution = solve(program, block, cell)
+    if solution.value is None:
+        raise SolveError(f"cannot write `{block}.{cell}` as a formula: {solution.message}")
+    per_relation = []
+    for relation in _relations(constraint):
+        if not isinstance(relation, sp.core.relational.Relational) or not relation.has(x):
+            continue
+        gap = relation.lhs - relation.rhs if isinstance(relation, (sp.Le, sp.Lt)) else relation.rhs - relation.lhs
+        gap = _relax(gap.rewrite(sp.Piecewise) if gap.has(sp.Min, sp.Max) else gap)
+        branches = []
+        for piece, condition in _pieces(gap):
+            if not piece.has(x):
+                continue
+            roots = [r for r in sp.solve(sp.Eq(piece, 0), x) if not r.has(sp.I)]
+            if roots:
+                branches.append((roots[0], condition.subs(x, roots[0])))
+        if branches:
+            branches[-1] = (branches[-1][0], sp.true)
+            per_relation.append(sp.Piecewise(*branches))
+    if not per_relation:
+        raise SolveError(f"cannot write `{block}.{cell}` as a formula")
+    combine = sp.Min if solution.direction == "max" else sp.Max
+    expr = combine(*per_relation)
+    if isinstance(solution.value, int):
+        expr = sp.floor(expr) if solution.direction == "max" else sp.ceiling(expr)
+    return expr, expander

@@ -78,10 +78,11 @@ class Expander:
         self.stop = stop
         self.rename = rename or {}
         self.symbols: dict[sp.Symbol, Key] = {}
+        self.vias: dict[sp.Symbol, tuple] = {}  # the reference cells a symbol is read through
         self._names: dict[Key, sp.Symbol] = {}
         self._memo: dict[Key, sp.Basic] = {}
 
-    def symbol(self, key: Key, name: str) -> sp.Symbol:
+    def symbol(self, key: Key, name: str, via: tuple = ()) -> sp.Symbol:
         if key in self.rename:
             return self.rename[key]
         if key in self._names:
@@ -92,24 +93,26 @@ class Expander:
         sym = sp.Symbol(name)
         self._names[key] = sym
         self.symbols[sym] = key
+        self.vias[sym] = via
         return sym
 
-    def expand(self, key: Key, prefix: str = "") -> sp.Basic:
+    def expand(self, key: Key, prefix: str = "", via: tuple = ()) -> sp.Basic:
         if key in self.rename:
             return self.rename[key]
-        if key in self._memo:
-            return self._memo[key]
+        if (key, prefix) in self._memo:
+            return self._memo[(key, prefix)]
         rc = self.program.cells[key]
 
         def ref(r: CellRef):
             name = prefix + r.text
+            chain = via + r.via
             if self.stop(r.key) or self.program.cells[r.key].form in ("input", "unknown"):
-                return self.symbol(r.key, name)
+                return self.symbol(r.key, name, chain)
             head = r.text.rpartition(".")[0]
-            return self.expand(r.key, prefix + (head + "." if head else ""))
+            return self.expand(r.key, prefix + (head + "." if head else ""), chain)
 
         result = convert(rc.expr, ref)
-        self._memo[key] = result
+        self._memo[(key, prefix)] = result
         return result
 
 

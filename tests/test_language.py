@@ -351,20 +351,55 @@ def test_block_title_with_escaped_quotes(tmp_path):
     assert program.blocks["m"].title == 'Big "M"'
 
 
-def test_unknown_cells_have_no_value(tmp_path):
-    program, values = run(tmp_path, model("""
+def test_unknown_cells_have_no_value_before_solving(tmp_path):
+    from kvdsl.api import build_program
+    from kvdsl.evaluate import evaluate
+
+    path = write(tmp_path, model("""
         u = ?
         du = u + 1
         cu = u > 3
-        context = ?
         independent = layers + 1
     """))
+    program = build_program([str(path)])
+    values = evaluate(program)
     assert values[("m", "u")] is None
     assert values[("m", "du")] is None
     assert values[("m", "cu")] is None
-    assert values[("m", "context")] is None
-    assert unit(program, "m", "context") == "tokens"  # a `?` keeps the dimension it overrides
     assert values[("m", "independent")] == 3
+
+
+def test_unknown_keeps_the_dimension_it_overrides(tmp_path):
+    from kvdsl.api import build_program
+
+    program = build_program([str(write(tmp_path, model("context = ?\n")))])
+    assert program.cells[("m", "context")].form == "unknown"
+    assert unit(program, "m", "context") == "tokens"
+
+
+DEPLOYMENT = model(required="layers = 80\nheads = 64\nkv_heads = 8\nhead_dim = 128\nparams = 70.55e9\n") + HARDWARE + (
+    'deployment d "D" {\n    model = m\n    hardware = h\n    gpus = 4\n    kv_dtype = fp8\n    context = 32K\n    batch = BATCH\n}\n')
+
+
+def test_unknown_batch_is_solved_against_fits(tmp_path):
+    program, values = run(tmp_path, DEPLOYMENT.replace("BATCH", "?"))
+    assert program.cells[("d", "batch")].form == "unknown"
+    assert values[("d", "batch")] == values[("d", "max_batch")] == 31
+    assert values[("d", "fits")] is True
+
+
+@pytest.mark.xfail(strict=True, reason="a solved `?` value is a Python int, not a Fraction like every other number")
+def test_solved_value_is_a_fraction(tmp_path):
+    _, values = run(tmp_path, DEPLOYMENT.replace("BATCH", "?"))
+    exact(values[("d", "batch")])
+
+
+def test_unknown_without_fits_cannot_be_solved(tmp_path):
+    from kvdsl.errors import SolveError
+
+    errors = errors_of(tmp_path, model("u = ?\nv = ?\n"))
+    assert errors and all(isinstance(e, SolveError) for e in errors)
+    assert any("`u = ?`" in e.message for e in errors)
 
 
 # ---- declarations and defaults ---------------------------------------------------
