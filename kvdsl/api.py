@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Iterable, Optional
 
 from .errors import KvdslError, Span, UsageError, did_you_mean, flatten, remember_source
@@ -49,7 +50,14 @@ def build_program(paths: Iterable[str], settings: Iterable[Setting] = ()) -> Pro
     for setting in settings:
         for block in _targets(plain, setting):
             overrides.setdefault(block, {})[setting.cell.name] = setting.cell
-    return build(workspace, overrides)
+    try:
+        return build(workspace, overrides)
+    except KvdslError as exc:
+        from_set = [e for e in flatten(exc) if e.span is not None and e.span.path == "--set"]
+        if from_set:
+            first = from_set[0]
+            raise UsageError(first.message, first.span, first.hint) from None
+        raise
 
 
 def raise_workspace(workspace) -> None:
@@ -104,7 +112,7 @@ def solve_unknowns(program: Program) -> dict:
         if solution.value is None:
             errors.append(SolveError(f"cannot solve `{rc.block}.{rc.name}`: {solution.message}", rc.cell.span))
         else:
-            solved[rc.key] = solution.value
+            solved[rc.key] = Fraction(solution.value)
     raise_all(errors)
     return solved
 

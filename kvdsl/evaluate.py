@@ -95,9 +95,9 @@ def _power(expr, a, b):
 
 
 def _text(expr) -> str:
-    if isinstance(expr, CellRef):
-        return expr.text
-    return "the divisor"
+    from .explain import expr_text
+
+    return expr_text(expr, lambda ref: ref.text)
 
 
 def evaluate(program: Program, solved: Optional[dict] = None) -> dict:

@@ -159,6 +159,7 @@ class _Resolver:
         self._stack: list[Key] = []
         self._cycles: set = set()
         self._poisoned: set = set()  # reference cells already reported: names through them fail quietly
+        self._broken: set = set()  # blocks whose `extends` failed: their missing cells are not reported
         self.order: list[Key] = []
 
     # ---- merging -------------------------------------------------------
@@ -208,8 +209,12 @@ class _Resolver:
                 self.errors.append(ReferenceKindError(f"a {b.kind} cannot extend the {parent.kind} `{parent.name}`", b.extends_span))
                 break
             if parent.name in seen:
-                names = " -> ".join([c.name for c in chain] + [parent.name])
-                self.errors.append(CycleError(f"blocks extend each other in a cycle: {names}", b.extends_span))
+                loop = [c.name for c in chain][[c.name for c in chain].index(parent.name):]
+                if info.name == min(loop):
+                    names = " -> ".join(loop + [parent.name])
+                    self.errors.append(CycleError(f"blocks extend each other in a cycle: {names}", b.extends_span))
+                else:
+                    self.errors.append(_Silent())
                 break
             seen.add(parent.name)
             chain.append(parent)
@@ -218,13 +223,20 @@ class _Resolver:
     def merge_block(self, info: BlockInfo) -> None:
         layers: dict[str, list] = self._defaults(info.kind)
         default_order = list(layers)
+        before = len(self.errors)
         chain = self._chain(info)
-        for depth, parent in enumerate(reversed(chain)):
+        if len(self.errors) > before:
+            self._broken.add(info.name)
+        for parent in reversed(chain):
             own = parent is info
             origin = "own" if own else "extends"
             cells = self._own_cells(parent.block.cells, f"`{parent.name}`")
-            for name, cell in self._pattern_cells(parent, cells).items():
-                layers.setdefault(name, []).insert(0, (cell, "pattern" if own else "extends"))
+            derived = self._pattern_cells(parent, cells, set(default_order))
+            if derived:  # a block's own pattern replaces what its parent's pattern said
+                for stack in layers.values():
+                    stack[:] = [entry for entry in stack if entry[1] != "pattern"]
+            for name, cell in derived.items():
+                layers.setdefault(name, []).insert(0, (cell, "pattern"))
             for name, cell in cells.items():
                 layers.setdefault(name, []).insert(0, (cell, origin))
         for name, cell in self.overrides.get(info.name, {}).items():
@@ -232,14 +244,18 @@ class _Resolver:
         written = [c.name for c in info.block.cells]
         info.cells = written + [n for n in default_order if n not in written]
         info.cells += [n for n in layers if n not in info.cells]
-        for name in info.cells:
+        for name in list(info.cells):
             stack = layers[name]
+            if not stack:
+                info.cells.remove(name)
+                continue
             cell, origin = stack[0]
             self.cells[(info.name, name)] = self._classify(info, cell, origin, tuple(c for c, _ in stack[1:]))
 
-    def _pattern_cells(self, info: BlockInfo, cells: dict) -> dict:
+    def _pattern_cells(self, info: BlockInfo, cells: dict, known: set) -> dict:
         """`layer_kinds = [sliding(128), full] * 12` -> sliding_layers, full_layers, window, layers."""
         out: dict[str, m.Cell] = {}
+        kinds = sorted(n[: -len("_layers")] for n in known if n.endswith("_layers"))
         for cell in cells.values():
             if cell.form != "pattern":
                 continue
@@ -249,6 +265,11 @@ class _Resolver:
             counts: dict[str, int] = {}
             window = None
             for layer in cell.layers:
+                if f"{layer.kind}_layers" not in known:
+                    self.errors.append(UnknownNameError(
+                        f"unknown layer kind `{layer.kind}`", layer.span,
+                        hint=did_you_mean(layer.kind, kinds) or "layer kinds: " + ", ".join(kinds)))
+                    continue
                 counts[layer.kind] = counts.get(layer.kind, 0) + 1
                 if layer.argument is not None:
                     arg = layer.argument
@@ -267,7 +288,10 @@ class _Resolver:
             if explicit is None:
                 continue
             del out[name]
-            if name == "layers" and isinstance(explicit.expr, m.Num) and explicit.expr.value != cell.expr.value:
+            if name == "layers" and not isinstance(explicit.expr, m.Num):
+                self.errors.append(DimensionError(
+                    "with a layer pattern, `layers` must be a plain number (or left out)", explicit.expr.span if explicit.expr else explicit.span))
+            elif name == "layers" and explicit.expr.value != cell.expr.value:
                 self.errors.append(
                     DimensionError(f"the layer pattern has {cell.expr.value} layers but `layers` is {explicit.expr.value}", cell.span)
                 )
@@ -342,6 +366,8 @@ class _Resolver:
         if (block, first) in self.cells:
             if len(parts) == 1:
                 return CellRef((block, first), (), name.span, name.dotted)
+            if (block, first) in self._poisoned:
+                return None
             current = self.ref_target((block, first))
             if (block, first) in self._poisoned:
                 return None
@@ -380,20 +406,25 @@ class _Resolver:
     def resolve_cell(self, rc: ResolvedCell) -> None:
         if rc.form == "declare":
             decl = rc.cell
+            rc.dim = _ERROR
+            self._poisoned.add(rc.key)
+            if rc.block in self._broken:
+                return
             self.errors.append(MissingCellError(
                 f"{self.blocks[rc.block].kind} `{rc.block}` does not set `{rc.name}` ({decl.declared})",
                 self.blocks[rc.block].block.name_span, hint=f"`{rc.name}` is required by {decl.span}"))
-            rc.dim = _ERROR
             return
         if rc.form == "pattern":
             rc.form = "text"
+            return
+        if rc.key in self._poisoned and rc.form != "ref":
+            rc.dim = _ERROR
             return
         if rc.form != "rule":
             return
         target = self.ref_target(rc.key)
         if target is not None:
             rc.form, rc.ref_target = "ref", target
-            self._check_ref_kind(rc)
             return
         ok = True
 
@@ -410,7 +441,6 @@ class _Resolver:
         rc.expr = map_names(rc.cell.expr, resolve)
         if not ok:
             rc.dim = _ERROR
-        self._check_not_ref_slot(rc)
 
     def _expected_kind(self, rc: ResolvedCell) -> Optional[str]:
         for cell in rc.shadowed:
@@ -428,6 +458,34 @@ class _Resolver:
                 return None
         return None
 
+    def check_slot(self, rc: ResolvedCell) -> None:
+        """A cell that must name a block (`model`, `kv_dtype`) does so, with the right kind.
+
+        A cell that fails here is poisoned: names read through it fail quietly
+        instead of repeating the mistake at every use.
+        """
+        if rc.form == "declare":
+            self._poisoned.add(rc.key)
+            return
+        if rc.form not in ("rule", "input"):
+            return
+        target = self.ref_target(rc.key)
+        if target is not None:
+            rc.form, rc.ref_target = "ref", target
+            self._check_ref_kind(rc)
+            return
+        expected = self._expected_kind(rc)
+        if not expected:
+            return
+        self._poisoned.add(rc.key)
+        expr = rc.cell.expr
+        if isinstance(expr, m.Name) and len(expr.parts) == 1 and (rc.block, expr.parts[0]) not in self.cells:
+            self.errors.append(UnknownNameError(
+                f"unknown {expected} `{expr.dotted}`", expr.span, hint=self._choices(expected, expr.dotted)))
+        else:
+            self.errors.append(ReferenceKindError(
+                f"`{rc.name}` must name a {expected}", expr.span, hint=self._choices(expected)))
+
     def _check_ref_kind(self, rc: ResolvedCell) -> None:
         expected = self._expected_kind(rc)
         actual = self.blocks[rc.ref_target].kind
@@ -436,13 +494,6 @@ class _Resolver:
             self.errors.append(ReferenceKindError(
                 f"`{rc.name}` must name a {expected}, but `{rc.ref_target}` is a {actual}", rc.cell.expr.span,
                 hint=self._choices(expected, rc.ref_target)))
-
-    def _check_not_ref_slot(self, rc: ResolvedCell) -> None:
-        expected = self._expected_kind(rc)
-        if expected:
-            self.errors.append(ReferenceKindError(
-                f"`{rc.name}` must name a {expected}", rc.cell.expr.span, hint=self._choices(expected)))
-            rc.dim = _ERROR
 
     def _choices(self, kind: str, near: Optional[str] = None) -> str:
         names = sorted(n for n, b in self.blocks.items() if b.kind == kind)
@@ -487,7 +538,16 @@ class _Resolver:
             if isinstance(inherited, Dim) and not inherited.dimensionless:
                 rc.expr = dataclasses.replace(rc.expr, dim=inherited, bare=False)
         dim = self._infer(rc.expr)
-        return NUMBER if dim is ZERO else dim
+        dim = NUMBER if dim is ZERO else dim
+        if rc.shadowed and dim is not _ERROR:
+            inherited = self._inherited_dim(rc)
+            if inherited is not None and inherited != dim:
+                where = rc.cell.expr.span if rc.cell.expr is not None else rc.cell.span
+                self.errors.append(DimensionError(
+                    f"`{rc.name}` is {_describe(inherited)}, but this is {_describe(dim)}", where,
+                    hint=f"`{rc.name}` is defined at {rc.shadowed[0].span}"))
+                return _ERROR
+        return dim
 
     def _infer(self, e):
         if isinstance(e, m.Num):
@@ -600,14 +660,22 @@ class _Resolver:
         self.collect_blocks()
         for info in self.blocks.values():
             self.merge_block(info)
-        refs_first = sorted(self.cells.values(), key=lambda rc: self.ref_target(rc.key) is None)
-        for rc in refs_first:
+        for rc in self.cells.values():
+            self.check_slot(rc)
+        for rc in self.cells.values():
             self.resolve_cell(rc)
         for key in self.cells:
             self.dim_of(key)
-        unique = {(type(e), e.message, e.span): e for e in self.errors}
+        unique = {(type(e), e.message, e.span): e for e in self.errors if not isinstance(e, _Silent)}
         raise_all(list(unique.values()))
         return Program(self.blocks, self.cells, self.order)
+
+
+class _Silent(KvdslError):
+    """A mistake already reported from elsewhere: marks a block broken, prints nothing."""
+
+    def __init__(self):
+        super().__init__("")
 
 
 def _describe(dim) -> str:

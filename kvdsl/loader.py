@@ -24,7 +24,12 @@ class Workspace:
 
 
 def display_path(path: Path) -> str:
-    """A path as messages show it: relative to the working directory when inside it."""
+    """A path as messages show it: relative to the working directory when inside it.
+
+    Prelude files always show as `kvdsl/prelude/NAME`, wherever kvdsl is installed.
+    """
+    if path.parent == PRELUDE.resolve():
+        return f"kvdsl/prelude/{path.name}"
     try:
         rel = os.path.relpath(path)
     except ValueError:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import InvalidValueError, Span, SpecSyntaxError, remember_source
+import re
+
+from .errors import InvalidValueError, Span, SpecSyntaxError, did_you_mean, remember_source
 from .model import SpecFile
 
 GRAMMAR = Path(__file__).with_name("kvspec.lark")
@@ -70,7 +72,7 @@ def decode(data: bytes, path: str) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        bad = exc.start
+        bad = min(exc.start, nul) if nul >= 0 else exc.start
     else:
         bad = nul if nul >= 0 else None
         if bad is None:
@@ -78,7 +80,8 @@ def decode(data: bytes, path: str) -> str:
     head = data[:bad].decode("utf-8", errors="replace")
     line = head.count("\n") + 1
     column = len(head) - (head.rfind("\n") + 1) + 1
-    remember_source(path, data.decode("utf-8", errors="replace").replace("\0", "\ufffd"))
+    shown = data.decode("utf-8", errors="replace")
+    remember_source(path, re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "\ufffd", shown))
     raise InvalidValueError(
         f"this is not a text file: binary data at byte {bad}", _point(path, line, column),
         hint="kvspec files are UTF-8 text",
@@ -113,6 +116,9 @@ def _tree(text: str, path: str, start: str):
         return lark_parser().parse(text, start=start)
     except UnexpectedCharacters as exc:
         char = text[exc.pos_in_stream] if exc.pos_in_stream < len(text) else ""
+        if char == '"':
+            raise SpecSyntaxError("unterminated string: this `\"` has no closing quote on its line",
+                                  _point(path, exc.line, exc.column)) from None
         expected = _expected(exc.allowed or ())
         raise SpecSyntaxError(
             f"unexpected character `{char}`" + (f"; expected {expected}" if expected else ""),
@@ -121,13 +127,17 @@ def _tree(text: str, path: str, start: str):
     except UnexpectedToken as exc:
         token = exc.token
         if token.type == "$END":
-            line = text.count("\n") + (0 if text.endswith("\n") else 1)
-            last = text.rstrip("\n").split("\n")[-1] if text.strip("\n") else ""
-            span = _point(path, max(line, 1), len(last) + 1)
-            found = "the end of the file"
+            lines = text.rstrip().split("\n")
+            span = _point(path, len(lines), len(lines[-1]) + 1)
+            found = "end of file"
         else:
             span = Span(path, token.line, token.column, token.end_line or token.line, token.end_column or token.column + 1)
-            found = "a new line" if token.type == "_NL" else f"`{token}`"
+            found = "end of line" if token.type == "_NL" else f"`{token}`"
+            if token.type == "NAME" and re.search(r"\d[\w.%]*\s+$", text[: token.start_pos]):
+                from .units import unit_names
+
+                raise SpecSyntaxError(f"unknown unit `{token}`", span, hint=did_you_mean(str(token), unit_names())
+                                      or "units: B KB MB GB TB KiB MiB GiB TiB, tokens (32K), elements, s, B/s") from None
         raise SpecSyntaxError(f"unexpected {found}; expected {_expected(exc.expected)}", span) from None
     except UnexpectedEOF as exc:
         line = text.count("\n") + 1

@@ -158,10 +158,24 @@ def _substitute_conditions(expr, env: dict):
     return expr.replace(lambda e: isinstance(e, sp.Piecewise), fix)
 
 
+def _group_terms(add):
+    """`a*b*k + a*b*v - u` -> `a*b*(k + v) - u`: pull out what most terms share."""
+    terms = [t for t in add.args if t.free_symbols]
+    if len(terms) < 2:
+        return add
+    common = sp.gcd_terms(sp.Add(*terms), fraction=False)
+    if common == sp.Add(*terms) or not isinstance(common, sp.Mul):
+        return add
+    return common + sp.Add(*[t for t in add.args if not t.free_symbols])
+
+
 def _tidy(expr):
-    """The shortest of a few equivalent forms of a closed form."""
-    forms = [expr, sp.factor_terms(expr), sp.factor(expr), sp.cancel(expr), -sp.factor_terms(sp.cancel(-expr))]
-    return min(forms, key=lambda e: (sp.count_ops(e), len(str(e))))
+    """The shortest of a few equivalent forms of a closed form, with positive denominators."""
+    numerator, denominator = sp.fraction(sp.cancel(expr))
+    flipped = (-numerator) / (-denominator)
+    forms = [expr, sp.factor_terms(expr), sp.factor(expr), flipped]
+    forms += [f.replace(lambda e: e.is_Add, _group_terms) for f in list(forms)]
+    return min(forms, key=lambda e: (sp.count_ops(e, visual=False) + str(e).count("-"), len(str(e))))
 
 
 def _relax(expr):

@@ -24,7 +24,7 @@ def parse_number(text: str, unit: str | None, span: Span) -> m.Num:
     digits = clean[:-1] if suffix else clean
     mantissa, _, exponent = digits.lower().partition("e")
     if len(mantissa.replace(".", "").lstrip("0")) > MAX_DIGITS or (exponent and abs(int(exponent)) > MAX_EXPONENT):
-        raise InvalidValueError(f"number `{text}` is out of range", span, hint=f"kvspec numbers stay below 10^{MAX_EXPONENT}")
+        raise InvalidValueError(f"number `{text}` is out of range", span, hint=f"kvspec numbers lie between 10^-{MAX_EXPONENT} and 10^{MAX_EXPONENT}")
     value = Fraction(digits)
     dim = NUMBER
     if suffix:
@@ -32,7 +32,9 @@ def parse_number(text: str, unit: str | None, span: Span) -> m.Num:
         value *= factor
     if unit is not None:
         factor, unit_dim = parse_unit(unit)
-        if suffix and not (suffix in "KM" and unit_dim == TOKENS and factor == 1):
+        if suffix == "%":
+            raise InvalidValueError(f"`{text}` is a plain fraction and cannot carry the unit `{unit}`", span)
+        if suffix and not (unit_dim == TOKENS and factor == 1):
             raise InvalidValueError(f"`{text}` is a token count and cannot carry the unit `{unit}`", span)
         value *= factor
         dim = unit_dim

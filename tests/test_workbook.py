@@ -1,0 +1,551 @@
+"""`kvdsl export`: the workbook's layout, names and formulas, and its values after LibreOffice recalculates it.
+
+The contract: for every block and every number or boolean `kvdsl eval --json`
+reports, the defined name `block.cell` (or `_block.cell`, see `excel_name`)
+points at one cell whose recalculated value is the evaluated one.  All the
+workbooks LibreOffice recalculates are converted in one soffice run (the
+module fixture `recalculated`).
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from pathlib import Path
+
+import openpyxl
+import pytest
+
+from kvdsl.api import build_program, evaluate_paths, parse_setting
+from kvdsl.excel.workbook import WHAT_IF_CONTEXTS, excel_name
+from workbook_helpers import (CATALOG, ROOT, cli, compare_numeric, destination, error_cells, eval_json, export,
+                              libreoffice, named, recalculate, same_value)
+
+SHEETS = ["README", "Models", "Hardware", "Deployments", "Formats", "Comparison", "What-if"]
+BLOCK_SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats"}
+
+# Input changes made in the workbook (the cell a defined name points at) and
+# passed to `kvdsl eval --set` as NAME=VALUE.
+CHANGES = {
+    "context": [("llama_3_1_70b_h100x16.context", 65536)],
+    "model_switch": [("qwen3_32b.kv_heads", 4), ("llama_3_1_70b_h100x4_fp8.model", "qwen3_32b")],
+    "gpus": [("llama_3_1_70b_h100x4_fp8.gpus", 2)],
+    "kv_dtype": [("deepseek_v3_h200x8.kv_dtype", "q4_0")],
+    "hardware": [("mistral_7b_l4.hardware", "h100_sxm")],
+}
+
+REQUIRED = "layers = {layers}\n    heads = 4\n    head_dim = 8\n    params = 1e9\n"
+
+SPECS = {
+    # titles and texts that a spreadsheet would read as formulas
+    "titles": f"""
+        model weird "=SUM(1,2)" {{
+            source = "-x"
+            {REQUIRED.format(layers=2)}
+        }}
+        """,
+    # block names that read as cell references get a leading underscore
+    "refnames": f"""
+        model c "Model c" {{
+            {REQUIRED.format(layers=3)}
+            kv_heads = 2
+        }}
+        hardware h100 "H100-like" {{
+            memory = 80 GiB
+            bandwidth = 3.35 TB/s
+        }}
+        deployment tp2 "c on 2 x h100" {{
+            model = c
+            hardware = h100
+            gpus = 2
+            context = 8K
+            batch = 3
+        }}
+        deployment r1c1 "c on 1 x h100" {{
+            model = c
+            hardware = h100
+        }}
+        """,
+    # a `?` cell, with the catalog's model and hardware imported by absolute path
+    "unknown": f"""
+        import "{(ROOT / 'specs/models/qwen3_8b.kvspec').as_posix()}"
+        import "{(ROOT / 'specs/hardware/h100_sxm.kvspec').as_posix()}"
+
+        deployment solve_batch "Qwen3-8B on 1 x H100, batch solved" {{
+            model = qwen3_8b
+            hardware = h100_sxm
+            context = 32K
+            batch = ?
+        }}
+        """,
+    # BUG: `h100` and `_h100` both get the defined names `_h100.*`
+    "bug_underscore": f"""
+        model h100 "A" {{
+            {REQUIRED.format(layers=2)}
+        }}
+        model _h100 "B" {{
+            {REQUIRED.format(layers=4)}
+        }}
+        """,
+    # BUG: defined names are case-insensitive in Excel and LibreOffice
+    "bug_case": f"""
+        model chat "A" {{
+            {REQUIRED.format(layers=2)}
+        }}
+        model Chat "B" {{
+            {REQUIRED.format(layers=4)}
+        }}
+        """,
+    # BUG: a model cell named `id` takes over the name `all_models.id` that lookups MATCH against
+    "bug_id_cell": f"""
+        model m "A" {{
+            {REQUIRED.format(layers=2)}
+            id = 7
+        }}
+        model n "B" {{
+            {REQUIRED.format(layers=4)}
+        }}
+        hardware hw "H" {{
+            memory = 80 GiB
+            bandwidth = 3.35 TB/s
+        }}
+        deployment d "n on hw" {{
+            model = n
+            hardware = hw
+        }}
+        """,
+}
+
+BUG_UNDERSCORE = ("names collide: blocks `h100` and `_h100` both get the defined names `_h100.<cell>` "
+                  "(excel_name prefixes `_` without checking for an existing `_h100` block), so `h100.*` reads `_h100`'s row")
+BUG_CASE = ("Excel/LibreOffice defined names are case-insensitive: blocks `chat` and `Chat` get names `chat.x` and "
+            "`Chat.x` that clash; LibreOffice renames one to `Chat.x_0` and formulas for `Chat` read `chat`'s row")
+BUG_ID_CELL = ("a model cell named `id` gets the column name `all_models.id`, overwriting the block-name column "
+               "that every INDEX/MATCH lookup uses, so every deployment cell is #N/A")
+
+
+# ---- fixtures ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("workbook")
+
+
+@pytest.fixture(scope="module")
+def catalog_xlsx(workdir) -> Path:
+    return export(CATALOG, workdir / "catalog.xlsx")
+
+
+@pytest.fixture(scope="module")
+def catalog_wb(catalog_xlsx):
+    return openpyxl.load_workbook(catalog_xlsx)
+
+
+@pytest.fixture(scope="module")
+def catalog_program():
+    return evaluate_paths([str(CATALOG)])
+
+
+@pytest.fixture(scope="module")
+def catalog_json() -> dict:
+    return eval_json(CATALOG)
+
+
+def spec_path(workdir: Path, key: str) -> Path:
+    path = workdir / "specs" / f"{key}.kvspec"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(SPECS[key]), encoding="utf-8")
+    return path
+
+
+def small_export(workdir: Path, key: str) -> Path:
+    out = workdir / "small" / f"{key}.xlsx"
+    if not out.exists():
+        out.parent.mkdir(parents=True, exist_ok=True)
+        export(spec_path(workdir, key), out)
+    return out
+
+
+class Recalculated:
+    """Every workbook of this module, recalculated by one soffice run; loaded lazily."""
+
+    def __init__(self, paths: dict, failures: dict):
+        self.paths, self.failures, self._loaded = paths, failures, {}
+
+    def __getitem__(self, key):
+        if key in self.failures:
+            raise self.failures[key]
+        if key not in self._loaded:
+            self._loaded[key] = openpyxl.load_workbook(self.paths[key], data_only=True)
+        return self._loaded[key]
+
+
+@pytest.fixture(scope="module")
+def recalculated(workdir, catalog_xlsx) -> Recalculated:
+    sources, failures = {"catalog": catalog_xlsx}, {}
+    for key, changes in CHANGES.items():
+        wb = openpyxl.load_workbook(catalog_xlsx)
+        for name, value in changes:
+            destination(wb, name).value = value
+        path = workdir / "changed" / f"change_{key}.xlsx"
+        path.parent.mkdir(exist_ok=True)
+        wb.save(path)
+        sources[f"change_{key}"] = path
+    for key in SPECS:
+        try:
+            sources[key] = small_export(workdir, key)
+        except AssertionError as exc:  # reported by the test that uses it
+            failures[key] = exc
+    outs = recalculate(list(sources.values()), workdir / "recalculated", workdir / "lo-profile")
+    return Recalculated(dict(zip(sources, outs)), failures)
+
+
+# ---- 2. the contract: every evaluated number, recalculated --------------------
+
+
+@libreoffice
+def test_every_named_cell_recalculates_to_eval(recalculated, catalog_json):
+    count, bad = compare_numeric(recalculated["catalog"], catalog_json)
+    assert not bad, f"{len(bad)} of {count} cells differ, e.g. {bad[:15]}"
+    assert count > 900
+
+
+# ---- 3. change inputs in the workbook, compare with eval --set ------------------
+
+
+@libreoffice
+@pytest.mark.parametrize("case", list(CHANGES))
+def test_changed_inputs_recalculate_to_eval_with_set(recalculated, case):
+    settings = [f"{name}={value}" for name, value in CHANGES[case]]
+    blocks = eval_json(CATALOG, settings)
+    wb = recalculated[f"change_{case}"]
+    for name, value in CHANGES[case]:
+        assert named(wb, name) == value
+    count, bad = compare_numeric(wb, blocks)
+    assert not bad, f"--set {settings}: {len(bad)} of {count} cells differ, e.g. {bad[:15]}"
+    assert count > 900
+    assert error_cells(wb) == []
+
+
+@libreoffice
+def test_changes_actually_change_results(recalculated, catalog_json):
+    """The changed workbooks are not just the original: the changed block's results moved."""
+    moved = {
+        "context": "llama_3_1_70b_h100x16.max_batch",
+        "model_switch": "llama_3_1_70b_h100x4_fp8.weights_bytes",
+        "gpus": "llama_3_1_70b_h100x4_fp8.kv_budget_bytes",
+        "kv_dtype": "deepseek_v3_h200x8.kv_bytes_per_element",
+        "hardware": "mistral_7b_l4.memory_per_gpu",
+    }
+    for case, name in moved.items():
+        block, cell = name.split(".")
+        before = catalog_json[block]["cells"][cell]["value"]
+        assert named(recalculated[f"change_{case}"], name) != before, case
+
+
+# ---- 4. no error values ----------------------------------------------------------
+
+
+@libreoffice
+def test_no_error_values_anywhere(recalculated):
+    assert error_cells(recalculated["catalog"]) == []
+
+
+# ---- 5. structure (no LibreOffice) ------------------------------------------------
+
+
+def test_sheets(catalog_wb):
+    assert catalog_wb.sheetnames == SHEETS
+
+
+def workbook_blocks(program):
+    return [b for b in program.blocks.values() if (not b.prelude) or b.kind == "format"]
+
+
+def test_results_are_formulas_and_inputs_are_not(catalog_wb, catalog_program):
+    program, values = catalog_program
+    checked = {"input": 0, "formula": 0}
+    for info in workbook_blocks(program):
+        for cell in info.cells:
+            rc, value = program.cells[(info.name, cell)], values[(info.name, cell)]
+            target = destination(catalog_wb, f"{info.name}.{cell}")
+            assert target.parent.title == BLOCK_SHEETS[info.kind]
+            where = f"{info.name}.{cell} ({target.coordinate}: {target.value!r})"
+            if rc.form == "input":
+                assert isinstance(target.value, (int, float)) and target.data_type == "n", where
+                checked["input"] += 1
+            elif value is not None and not isinstance(value, str):
+                assert isinstance(target.value, str) and target.value.startswith("="), where
+                assert target.data_type == "f", where
+                checked["formula"] += 1
+    assert checked["input"] > 300 and checked["formula"] > 600, checked
+
+
+def test_formulas_read_through_defined_names(catalog_wb, catalog_program):
+    program, _ = catalog_program
+    assert "qwen3_8b.full_elements_per_token" in named(catalog_wb, "qwen3_8b.kv_elements_per_token")
+    deployments = [b.name for b in program.user_blocks() if b.kind == "deployment"]
+    assert len(deployments) >= 9
+    for d in deployments:
+        heads = named(catalog_wb, f"{d}.kv_heads_per_gpu")
+        assert f"INDEX(all_models.kv_heads, MATCH({d}.model, all_models.id, 0))" in heads
+        assert f"INDEX(all_hardware.memory, MATCH({d}.hardware, all_hardware.id, 0))" in named(catalog_wb, f"{d}.memory_per_gpu")
+    # the column names are the block rows of their sheet
+    assert catalog_wb.defined_names["all_models.id"].attr_text == "'Models'!$A$3:$A$21"
+    assert catalog_wb.defined_names["all_formats.id"].attr_text.startswith("'Formats'!$A$3:$A$")
+
+
+def test_calculation_and_frozen_panes(catalog_wb):
+    assert catalog_wb.calculation.fullCalcOnLoad is True
+    for sheet in ("Models", "Hardware", "Deployments", "Formats"):
+        assert catalog_wb[sheet].freeze_panes == "C3", sheet
+    for sheet in ("Comparison", "What-if"):
+        assert catalog_wb[sheet].freeze_panes == "B2", sheet
+
+
+def _list_validations(ws) -> dict:
+    """formula1 -> the list validations with it."""
+    out = {}
+    for dv in ws.data_validations.dataValidation:
+        if dv.type == "list":
+            out.setdefault(dv.formula1, []).append(dv)
+    return out
+
+
+def test_drop_downs(catalog_wb, catalog_program):
+    program, _ = catalog_program
+    wanted = {("model", "kv_dtype"): "=all_formats.id", ("deployment", "model"): "=all_models.id",
+              ("deployment", "hardware"): "=all_hardware.id", ("deployment", "kv_dtype"): "=all_formats.id"}
+    for (kind, cell), formula in wanted.items():
+        ws = catalog_wb[BLOCK_SHEETS[kind]]
+        validations = _list_validations(ws).get(formula, [])
+        blocks = [b.name for b in program.user_blocks() if b.kind == kind]
+        assert blocks
+        for block in blocks:
+            coordinate = destination(catalog_wb, f"{block}.{cell}").coordinate
+            assert any(coordinate in dv.sqref for dv in validations), f"no {formula} drop-down on {block}.{cell}"
+
+
+def test_formula_cells_carry_their_source_line(catalog_wb, catalog_program):
+    program, _ = catalog_program
+    checked = 0
+    for info in workbook_blocks(program):
+        for cell in info.cells:
+            target = destination(catalog_wb, f"{info.name}.{cell}")
+            if not (isinstance(target.value, str) and target.value.startswith("=")):
+                continue
+            rc = program.cells[(info.name, cell)]
+            assert target.comment is not None, f"{info.name}.{cell} has no comment"
+            first = target.comment.text.splitlines()[0]
+            assert re.fullmatch(r".+\.kvspec:\d+", first), first
+            assert first == f"{rc.span.path}:{rc.span.line}"
+            checked += 1
+    assert checked > 600
+
+
+def test_excel_name_rule():
+    for name in ("h100.memory", "tp2.x", "r.x", "c.x", "r1c1.x", "R.x", "C1.x", "rc.x", "a1.x", "xfd1048576.x",
+                 "true.x", "FALSE.x"):
+        assert excel_name(name) == "_" + name, name
+    for name in ("qwen3_8b.layers", "h100_sxm.memory", "chat.x", "xfe1.x", "a1048577.x", "rtx_4090.memory"):
+        assert excel_name(name) == name, name
+
+
+def test_titles_that_look_like_formulas_are_text(workdir):
+    wb = openpyxl.load_workbook(small_export(workdir, "titles"))
+    ws = wb["Models"]
+    row = destination(wb, "weird.layers").row
+    title, source = ws.cell(row, 2), destination(wb, "weird.source")
+    assert (title.value, title.data_type) == ("=SUM(1,2)", "s")
+    assert (source.value, source.data_type) == ("-x", "s")
+    comparison = wb["Comparison"]["A2"]
+    assert (comparison.value, comparison.data_type) == ("=SUM(1,2)", "s")
+
+
+def test_what_if_has_a_line_chart(catalog_wb):
+    charts = catalog_wb["What-if"]._charts
+    assert len(charts) == 1 and type(charts[0]).__name__ == "LineChart"
+    assert len(charts[0].series) == len(catalog_wb["What-if"][1]) - 1
+
+
+# ---- 5. LibreOffice: texts, names that read as cell references -----------------
+
+
+@libreoffice
+def test_titles_read_back_as_text_after_libreoffice(recalculated):
+    wb = recalculated["titles"]
+    row = destination(wb, "weird.layers").row
+    assert wb["Models"].cell(row, 2).value == "=SUM(1,2)"
+    assert named(wb, "weird.source") == "-x"
+    assert wb["Comparison"]["A2"].value == "=SUM(1,2)"
+
+
+@libreoffice
+def test_blocks_named_like_cell_references_recalculate(workdir, recalculated):
+    wb = recalculated["refnames"]
+    for name in ("_tp2.max_batch", "_h100.memory", "_c.layers", "_r1c1.fits"):
+        assert name in wb.defined_names, name
+    count, bad = compare_numeric(wb, eval_json(spec_path(workdir, "refnames")))
+    assert not bad, bad[:15]
+    assert count > 90
+    assert error_cells(wb) == []
+
+
+# ---- 5/bugs: names that collide ---------------------------------------------------
+
+
+def _name_owners(workdir, key):
+    """(defined names of the workbook, {lower-cased name: [block.cell...]})."""
+    program = build_program([str(spec_path(workdir, key))])
+    owners = {}
+    for info in workbook_blocks(program):
+        for cell in info.cells:
+            owners.setdefault(excel_name(f"{info.name}.{cell}").lower(), []).append(f"{info.name}.{cell}")
+    return owners
+
+
+@pytest.mark.parametrize("key", [
+    pytest.param("bug_underscore", marks=pytest.mark.xfail(strict=True, reason=BUG_UNDERSCORE)),
+    pytest.param("bug_case", marks=pytest.mark.xfail(strict=True, reason=BUG_CASE)),
+    "refnames",
+])
+def test_every_cell_has_its_own_defined_name(workdir, key):
+    """Excel compares names case-insensitively: no two cells may share one."""
+    shared = {name: cells for name, cells in _name_owners(workdir, key).items() if len(cells) > 1}
+    assert not shared, list(shared.items())[:5]
+    wb = openpyxl.load_workbook(small_export(workdir, key))
+    lowered = [n.lower() for n in wb.defined_names]
+    assert len(lowered) == len(set(lowered))
+
+
+@pytest.mark.xfail(strict=True, reason=BUG_ID_CELL)
+def test_id_column_names_the_block_column_even_with_an_id_cell(workdir):
+    wb = openpyxl.load_workbook(small_export(workdir, "bug_id_cell"))
+    assert wb.defined_names["all_models.id"].attr_text == "'Models'!$A$3:$A$4"
+
+
+@libreoffice
+@pytest.mark.parametrize("key", [
+    pytest.param("bug_underscore", marks=pytest.mark.xfail(strict=True, reason=BUG_UNDERSCORE)),
+    pytest.param("bug_case", marks=pytest.mark.xfail(strict=True, reason=BUG_CASE)),
+    pytest.param("bug_id_cell", marks=pytest.mark.xfail(strict=True, reason=BUG_ID_CELL)),
+])
+def test_colliding_names_recalculate_to_eval(workdir, recalculated, key):
+    wb = recalculated[key]
+    count, bad = compare_numeric(wb, eval_json(spec_path(workdir, key)))
+    assert not bad, f"{len(bad)} of {count} differ, e.g. {bad[:8]}"
+    assert error_cells(wb) == []
+
+
+# ---- 6. the One Table and What-if ---------------------------------------------------
+
+
+@libreoffice
+def test_comparison_seed_figures(recalculated):
+    ws = recalculated["catalog"]["Comparison"]
+    rows = {row[0]: row for row in ws.iter_rows(min_row=2, values_only=True)}
+    qwen = rows["Qwen3-8B"]
+    assert qwen[1] == "GQA"
+    assert qwen[2] == 73728
+    assert qwen[3] == pytest.approx(4.0, rel=1e-12)
+    assert qwen[4] == 32768 and qwen[5] == "fp16"
+    assert qwen[6] == pytest.approx(4.5, rel=1e-12)
+    assert f"{qwen[6]:.2f} GiB" == "4.50 GiB"
+    assert len(rows) == 19
+
+
+@libreoffice
+def test_what_if_matches_eval_with_context_set(recalculated, catalog_program):
+    program, _ = catalog_program
+    ws = recalculated["catalog"]["What-if"]
+    deployments = [b.name for b in program.user_blocks() if b.kind == "deployment"]
+    assert len(deployments) >= 3
+    assert [ws.cell(1, j).value for j in range(2, 2 + len(deployments))] == [program.blocks[d].title for d in deployments]
+    bad, checked, zeros = [], 0, 0
+    for i, tokens in enumerate(WHAT_IF_CONTEXTS, start=2):
+        assert ws.cell(i, 1).value == tokens
+        settings = [parse_setting(f"{d}.context={tokens}") for d in deployments]
+        _, values = evaluate_paths([str(CATALOG)], settings)
+        for j, d in enumerate(deployments, start=2):
+            limit = values[(values[(d, "model")], "context_limit")]
+            want = values[(d, "max_batch")] if tokens <= limit else 0
+            zeros += tokens > limit
+            got = ws.cell(i, j).value
+            checked += 1
+            if not same_value(float(want), got):
+                bad.append((d, tokens, want, got))
+    assert not bad, bad[:15]
+    assert checked == len(deployments) * len(WHAT_IF_CONTEXTS)
+    assert zeros > 0  # some rows are past a model's context limit
+
+
+# ---- 7. the export command -------------------------------------------------------------
+
+
+def test_export_refuses_to_overwrite_without_force(tmp_path):
+    out = tmp_path / "book.xlsx"
+    out.write_bytes(b"keep me")
+    result = cli("export", CATALOG, "-o", out)
+    assert result.exit_code == 2, result.output
+    assert "--force" in result.output
+    assert out.read_bytes() == b"keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["book.xlsx"]
+
+
+def test_export_prints_what_it_wrote_and_leaves_no_temp_file(tmp_path):
+    out = tmp_path / "book.xlsx"
+    result = cli("export", CATALOG, "-o", out)
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["book.xlsx"]
+    match = re.fullmatch(r"wrote (.+): (\d+) blocks, ([\d,]+) formulas, ([\d,]+) defined names; sheets: (.+)\n",
+                         result.stdout)
+    assert match, result.stdout
+    wb = openpyxl.load_workbook(out)
+    program = build_program([str(CATALOG)])
+    formulas = sum(1 for ws in wb.worksheets for row in ws.iter_rows() for c in row if c.data_type == "f")
+    assert match.group(1) == str(out)
+    assert int(match.group(2)) == len(workbook_blocks(program)) == 56
+    assert int(match.group(3).replace(",", "")) == formulas
+    assert int(match.group(4).replace(",", "")) == len(wb.defined_names)
+    assert match.group(5).split(", ") == SHEETS
+    # --force overwrites, again atomically
+    result = cli("export", CATALOG, "-o", out, "--force")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["book.xlsx"]
+
+
+def test_export_failure_leaves_no_temp_file(tmp_path, monkeypatch):
+    def fail(self, filename):
+        filename.write(b"partial")
+        raise OSError("disk full")
+
+    monkeypatch.setattr(openpyxl.Workbook, "save", fail)
+    out = tmp_path / "book.xlsx"
+    result = cli("export", CATALOG, "-o", out)
+    assert result.exit_code != 0 and isinstance(result.exception, OSError)
+    assert list(tmp_path.iterdir()) == []
+    out.write_bytes(b"keep me")
+    result = cli("export", CATALOG, "-o", out, "--force")
+    assert result.exit_code != 0
+    assert out.read_bytes() == b"keep me"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["book.xlsx"]
+
+
+def test_unknown_cell_is_exported_as_a_formula(workdir):
+    wb = openpyxl.load_workbook(small_export(workdir, "unknown"))
+    batch = destination(wb, "solve_batch.batch")
+    assert batch.data_type == "f" and batch.value.startswith("="), batch.value
+
+
+@libreoffice
+def test_unknown_cell_recalculates_to_eval(workdir, recalculated):
+    blocks = eval_json(spec_path(workdir, "unknown"))
+    want = blocks["solve_batch"]["cells"]["batch"]["value"]
+    assert isinstance(want, int) and want > 0
+    wb = recalculated["unknown"]
+    assert same_value(want, named(wb, "solve_batch.batch"))
+    count, bad = compare_numeric(wb, blocks)
+    assert not bad, bad[:15]
+    assert count > 60

@@ -1,0 +1,136 @@
+"""Shared helpers for the workbook tests: export, recalculate in LibreOffice, read named cells."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from kvdsl.cli import main
+from kvdsl.excel.workbook import excel_name
+
+ROOT = Path(__file__).resolve().parent.parent
+CATALOG = ROOT / "specs" / "catalog.kvspec"
+EXPORT_COMMAND = "kvdsl export specs/catalog.kvspec -o exports/catalog.xlsx --force"
+ERROR_MARKERS = ("#NAME?", "#VALUE!", "#REF!", "#DIV/0!", "#N/A", "#NUM!", "Err:")
+
+# LibreOffice tests: skipped only on a developer machine without soffice; in CI
+# (the CI variable set) they run, and fail if soffice is missing.
+SOFFICE_MISSING = shutil.which("soffice") is None and not os.environ.get("CI")
+
+
+def libreoffice(fn):
+    """Mark a test as needing LibreOffice (see SOFFICE_MISSING)."""
+    fn = pytest.mark.skipif(SOFFICE_MISSING, reason="LibreOffice (soffice) is not installed")(fn)
+    return pytest.mark.libreoffice(fn)
+
+
+def cli(*args):
+    """Run `kvdsl ARGS...` in-process; returns click's Result."""
+    return CliRunner().invoke(main, [str(a) for a in args])
+
+
+def export(paths, out, *extra) -> Path:
+    """`kvdsl export PATHS -o OUT --force EXTRA...`; asserts it succeeds."""
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    result = cli("export", *paths, "-o", out, "--force", *extra)
+    assert result.exit_code == 0, (result.output, result.exception)
+    return Path(out)
+
+
+def eval_json(paths, settings=()) -> dict:
+    """`kvdsl eval PATHS --json --set S...` -> the `blocks` mapping."""
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    args = ["eval", *paths, "--json"]
+    for s in settings:
+        args += ["--set", s]
+    result = cli(*args)
+    assert result.exit_code == 0, (result.output, result.exception)
+    return json.loads(result.stdout)["blocks"]
+
+
+def recalculate(paths, outdir=None, profile=None) -> list:
+    """Recalculate workbooks in ONE LibreOffice run; returns the recalculated paths (same order).
+
+    The output goes to `outdir` (default: `recalculated/` beside the first
+    file) and LibreOffice uses its own profile (default: `lo-profile/` beside
+    `outdir`), so concurrent runs do not collide.
+    """
+    paths = [Path(p) for p in paths]
+    assert paths, "nothing to recalculate"
+    assert len({p.name for p in paths}) == len(paths), "file names must differ: they share one output directory"
+    soffice = shutil.which("soffice")
+    assert soffice, "LibreOffice (soffice) is required for this test (CI is set, so it may not be skipped)"
+    outdir = Path(outdir) if outdir else paths[0].parent / "recalculated"
+    profile = Path(profile) if profile else outdir.parent / "lo-profile"
+    outdir.mkdir(parents=True, exist_ok=True)
+    proc = subprocess.run(
+        [soffice, f"-env:UserInstallation={profile.resolve().as_uri()}", "--headless",
+         "--convert-to", "xlsx", "--outdir", str(outdir), *map(str, paths)],
+        capture_output=True, text=True, timeout=300)
+    outs = [outdir / p.name for p in paths]
+    missing = [str(o) for o in outs if not o.exists()]
+    assert proc.returncode == 0 and not missing, (proc.returncode, missing, proc.stdout, proc.stderr)
+    return outs
+
+
+def destination(wb, name: str):
+    """The one cell the defined name for `name` (`block.cell`, `_` rule applied) points at."""
+    key = excel_name(name)
+    assert key in wb.defined_names, f"no defined name `{key}` (for `{name}`)"
+    dests = list(wb.defined_names[key].destinations)
+    assert len(dests) == 1, f"`{key}` points at {dests}, not one cell"
+    sheet, ref = dests[0]
+    ref = ref.replace("$", "")
+    assert ":" not in ref, f"`{key}` points at the range {sheet}!{ref}, not one cell"
+    return wb[sheet][ref]
+
+
+def named(wb, name: str):
+    """The value of the cell the defined name for `name` points at."""
+    return destination(wb, name).value
+
+
+def same_value(want, got) -> bool:
+    """Booleans equal; numbers within a relative error of 1e-9."""
+    if isinstance(want, bool):
+        return got is want
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        return False
+    return got == want or math.isclose(got, want, rel_tol=1e-9, abs_tol=0.0)
+
+
+def compare_numeric(wb, blocks: dict) -> tuple:
+    """(count compared, mismatches) of every number/boolean in `eval --json` blocks against `wb`."""
+    count, bad = 0, []
+    for block, info in blocks.items():
+        for cell, entry in info["cells"].items():
+            want = entry["value"]
+            if want is None or isinstance(want, str):
+                continue
+            count += 1
+            try:
+                got = named(wb, f"{block}.{cell}")
+            except AssertionError as exc:
+                bad.append((f"{block}.{cell}", want, f"<{exc}>"))
+                continue
+            if not same_value(want, got):
+                bad.append((f"{block}.{cell}", want, got))
+    return count, bad
+
+
+def error_cells(wb) -> list:
+    """Every cell of every sheet whose value is a spreadsheet error."""
+    out = []
+    for ws in wb.worksheets:
+        for row in ws.iter_rows():
+            for c in row:
+                if isinstance(c.value, str) and any(m in c.value for m in ERROR_MARKERS):
+                    out.append(f"{ws.title}!{c.coordinate}={c.value}")
+    return out
