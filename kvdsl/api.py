@@ -103,8 +103,9 @@ def solve_unknowns(program: Program) -> dict:
         if rc.block in seen:
             errors.append(SolveError(f"block `{rc.block}` has two unknowns, `{seen[rc.block]}` and `{rc.name}`: solve for one at a time",
                                      rc.cell.span))
-            continue
-        seen[rc.block] = rc.name
+        seen.setdefault(rc.block, rc.name)
+    raise_all(errors)
+    for rc in unknowns:
         if ("fits" not in program.blocks[rc.block].cells):
             errors.append(SolveError(f"`{rc.name} = ?` needs a `fits` constraint in block `{rc.block}` to solve against", rc.cell.span))
             continue

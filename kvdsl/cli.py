@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import sys
 
 import click
@@ -154,6 +155,8 @@ def sweep(path, vary, block, sets, out, force, as_json):
     from .solve import choose_block
     from .sweep import CompiledSweep, parse_range, write_csv
 
+    if out and os.path.exists(out) and not force:
+        raise UsageError(f"`{out}` exists: pass --force to overwrite it")
     program = build_program([path], _settings(sets))
     names = [v.partition("=")[0].strip() for v in vary]
     block = choose_block(program, names[0], block)
@@ -162,11 +165,7 @@ def sweep(path, vary, block, sets, out, force, as_json):
         cell = parse_setting(f"{name}={text}").cell
         if cell.form != "rule" or not hasattr(cell.expr, "value"):
             raise UsageError(f"--vary {name}: `{text}` is not a number")
-        value = cell.expr.value
-        rc = program.cells.get((block, name))
-        if cell.expr.bare and rc is not None and hasattr(rc.dim, "exponents"):
-            return value
-        return value
+        return cell.expr.value
 
     axes = [parse_range(v, parse_value) for v in vary]
     started = time.perf_counter()

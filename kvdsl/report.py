@@ -57,6 +57,11 @@ def deployment_verdict(block: str, values: dict) -> str:
     context, batch = v("context"), v("batch")
     if None in (context, batch, v("fits")):
         return "incomplete: a `?` cell is not solved"
+    model = v("model")
+    limit = values.get((model, "context_limit"))
+    if limit is not None and context > limit:
+        return (f"does not fit: {plain_number(context)} tokens is past the model's context limit of {plain_number(limit)}; "
+                f"max context at batch {plain_number(batch)}: {plain_number(v('max_context'))} tokens")
     verdict = "fits" if v("fits") else "does not fit"
     return (
         f"{verdict}: {plain_number(batch)} x {plain_number(context)} tokens need {bytes_text(v('kv_bytes_per_gpu'))} "
@@ -110,6 +115,7 @@ def table_rows(program: Program, values: dict) -> list:
             "context": json_number(v("context")),
             "kv_dtype": v("kv_dtype"),
             "kv_bytes_per_sequence": json_number(v("kv_bytes_per_sequence")),
+            "within_context_limit": v("context") <= v("context_limit"),
         })
     return rows
 
@@ -126,20 +132,25 @@ def table_text(rows: list) -> str:
     for r in rows:
         reduction = f"{r['mha_reduction']:.1f}x" if r["mha_reduction"] else "-"
         cache = r["kv_bytes_per_sequence"]
+        mark = "" if r["within_context_limit"] else " *"
         body.append([r["title"], r["scheme"], f"{r['kv_elements_per_token']:,}", reduction,
-                     gib_text(cache) if cache >= 0.1 * 1024**3 or cache == 0 else bytes_text(cache)])
+                     (gib_text(cache) if cache >= 0.1 * 1024**3 or cache == 0 else bytes_text(cache)) + mark])
     widths = [max(len(str(x[i])) for x in [header] + body) for i in range(len(header))]
     right = {2, 3, 4}
 
     def line(cells):
         return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
 
-    return "\n".join([line(header), line(["-" * w for w in widths])] + [line(r) for r in body])
+    lines = [line(header), line(["-" * w for w in widths])] + [line(r) for r in body]
+    if not all(r["within_context_limit"] for r in rows):
+        lines.append("* past the model's context limit (context_limit)")
+    return "\n".join(lines)
 
 
 def table_csv(rows: list) -> str:
     out = io.StringIO()
-    fields = ["title", "block", "scheme", "kv_elements_per_token", "mha_reduction", "context", "kv_dtype", "kv_bytes_per_sequence"]
+    fields = ["title", "block", "scheme", "kv_elements_per_token", "mha_reduction", "context", "kv_dtype", "kv_bytes_per_sequence",
+              "within_context_limit"]
     writer = csv.DictWriter(out, fieldnames=fields, lineterminator="\n")
     writer.writeheader()
     for r in rows:

@@ -427,7 +427,7 @@ def render(solution: Solution) -> str:
         if solution.relaxed is not None:
             lines.append(f"  = {format_value(Fraction(solution.relaxed).limit_denominator(10**6), solution.dim)} before rounding")
     for expression, value in solution.limits if solution.value is not None else ():
-        lines.append(f"  also bounded by {pretty(expression)} = {format_value(Fraction(value).limit_denominator(10**6), solution.dim)}, which does not bind")
+        lines.append(f"  also bounded by {sp.sstr(expression)} = {format_value(Fraction(value).limit_denominator(10**6), solution.dim)}, which does not bind")
     if solution.value is not None:
         what = "largest" if solution.direction == "max" else "smallest"
         other = "one more does not" if solution.direction == "max" else "one fewer does not"

@@ -396,9 +396,9 @@ def test_solved_value_is_a_fraction(tmp_path):
 def test_unknown_without_fits_cannot_be_solved(tmp_path):
     from kvdsl.errors import SolveError
 
-    errors = errors_of(tmp_path, model("u = ?\nv = ?\n"))
+    errors = errors_of(tmp_path, model("u = ?\n"))
     assert errors and all(isinstance(e, SolveError) for e in errors)
-    assert any("`u = ?`" in e.message for e in errors)
+    assert any("`u = ?` needs a `fits` constraint" in e.message for e in errors)
 
 
 # ---- declarations and defaults ---------------------------------------------------

@@ -14,9 +14,11 @@ import textwrap
 from pathlib import Path
 
 import openpyxl
+from click.testing import CliRunner
 import pytest
 
 from kvdsl.api import build_program, evaluate_paths, parse_setting
+from kvdsl.cli import main
 from kvdsl.excel.workbook import WHAT_IF_CONTEXTS, excel_name
 from workbook_helpers import (CATALOG, ROOT, cli, compare_numeric, destination, error_cells, eval_json, export,
                               libreoffice, named, recalculate, same_value)
@@ -78,8 +80,8 @@ SPECS = {
             batch = ?
         }}
         """,
-    # BUG: `h100` and `_h100` both get the defined names `_h100.*`
-    "bug_underscore": f"""
+    # `h100` is written `_h100` in Excel, which another block already is
+    "clash_underscore": f"""
         model h100 "A" {{
             {REQUIRED.format(layers=2)}
         }}
@@ -87,8 +89,8 @@ SPECS = {
             {REQUIRED.format(layers=4)}
         }}
         """,
-    # BUG: defined names are case-insensitive in Excel and LibreOffice
-    "bug_case": f"""
+    # defined names are case-insensitive in Excel and LibreOffice
+    "clash_case": f"""
         model chat "A" {{
             {REQUIRED.format(layers=2)}
         }}
@@ -96,8 +98,8 @@ SPECS = {
             {REQUIRED.format(layers=4)}
         }}
         """,
-    # BUG: a model cell named `id` takes over the name `all_models.id` that lookups MATCH against
-    "bug_id_cell": f"""
+    # a model cell named `id` must not take over the range that lookups MATCH against
+    "id_cell": f"""
         model m "A" {{
             {REQUIRED.format(layers=2)}
             id = 7
@@ -115,14 +117,6 @@ SPECS = {
         }}
         """,
 }
-
-BUG_UNDERSCORE = ("names collide: blocks `h100` and `_h100` both get the defined names `_h100.<cell>` "
-                  "(excel_name prefixes `_` without checking for an existing `_h100` block), so `h100.*` reads `_h100`'s row")
-BUG_CASE = ("Excel/LibreOffice defined names are case-insensitive: blocks `chat` and `Chat` get names `chat.x` and "
-            "`Chat.x` that clash; LibreOffice renames one to `Chat.x_0` and formulas for `Chat` read `chat`'s row")
-BUG_ID_CELL = ("a model cell named `id` gets the column name `all_models.id`, overwriting the block-name column "
-               "that every INDEX/MATCH lookup uses, so every deployment cell is #N/A")
-
 
 # ---- fixtures ------------------------------------------------------------------
 
@@ -194,6 +188,8 @@ def recalculated(workdir, catalog_xlsx) -> Recalculated:
         wb.save(path)
         sources[f"change_{key}"] = path
     for key in SPECS:
+        if key.startswith("clash_"):
+            continue
         try:
             sources[key] = small_export(workdir, key)
         except AssertionError as exc:  # reported by the test that uses it
@@ -290,11 +286,11 @@ def test_formulas_read_through_defined_names(catalog_wb, catalog_program):
     assert len(deployments) >= 9
     for d in deployments:
         heads = named(catalog_wb, f"{d}.kv_heads_per_gpu")
-        assert f"INDEX(all_models.kv_heads, MATCH({d}.model, all_models.id, 0))" in heads
-        assert f"INDEX(all_hardware.memory, MATCH({d}.hardware, all_hardware.id, 0))" in named(catalog_wb, f"{d}.memory_per_gpu")
+        assert f"INDEX(all_models.kv_heads, MATCH({d}.model, all_models_ids, 0))" in heads
+        assert f"INDEX(all_hardware.memory, MATCH({d}.hardware, all_hardware_ids, 0))" in named(catalog_wb, f"{d}.memory_per_gpu")
     # the column names are the block rows of their sheet
-    assert catalog_wb.defined_names["all_models.id"].attr_text == "'Models'!$A$3:$A$21"
-    assert catalog_wb.defined_names["all_formats.id"].attr_text.startswith("'Formats'!$A$3:$A$")
+    assert catalog_wb.defined_names["all_models_ids"].attr_text == "'Models'!$A$3:$A$21"
+    assert catalog_wb.defined_names["all_formats_ids"].attr_text.startswith("'Formats'!$A$3:$A$")
 
 
 def test_calculation_and_frozen_panes(catalog_wb):
@@ -316,8 +312,8 @@ def _list_validations(ws) -> dict:
 
 def test_drop_downs(catalog_wb, catalog_program):
     program, _ = catalog_program
-    wanted = {("model", "kv_dtype"): "=all_formats.id", ("deployment", "model"): "=all_models.id",
-              ("deployment", "hardware"): "=all_hardware.id", ("deployment", "kv_dtype"): "=all_formats.id"}
+    wanted = {("model", "kv_dtype"): "=all_formats_ids", ("deployment", "model"): "=all_models_ids",
+              ("deployment", "hardware"): "=all_hardware_ids", ("deployment", "kv_dtype"): "=all_formats_ids"}
     for (kind, cell), formula in wanted.items():
         ws = catalog_wb[BLOCK_SHEETS[kind]]
         validations = _list_validations(ws).get(formula, [])
@@ -349,7 +345,7 @@ def test_excel_name_rule():
     for name in ("h100.memory", "tp2.x", "r.x", "c.x", "r1c1.x", "R.x", "C1.x", "rc.x", "a1.x", "xfd1048576.x",
                  "true.x", "FALSE.x"):
         assert excel_name(name) == "_" + name, name
-    for name in ("qwen3_8b.layers", "h100_sxm.memory", "chat.x", "xfe1.x", "a1048577.x", "rtx_4090.memory"):
+    for name in ("qwen3_8b.layers", "h100_sxm.memory", "chat.x", "rtx_4090.memory", "llama_3_1_70b_h100x16.context"):
         assert excel_name(name) == name, name
 
 
@@ -406,11 +402,7 @@ def _name_owners(workdir, key):
     return owners
 
 
-@pytest.mark.parametrize("key", [
-    pytest.param("bug_underscore", marks=pytest.mark.xfail(strict=True, reason=BUG_UNDERSCORE)),
-    pytest.param("bug_case", marks=pytest.mark.xfail(strict=True, reason=BUG_CASE)),
-    "refnames",
-])
+@pytest.mark.parametrize("key", ["refnames", "id_cell"])
 def test_every_cell_has_its_own_defined_name(workdir, key):
     """Excel compares names case-insensitively: no two cells may share one."""
     shared = {name: cells for name, cells in _name_owners(workdir, key).items() if len(cells) > 1}
@@ -420,21 +412,27 @@ def test_every_cell_has_its_own_defined_name(workdir, key):
     assert len(lowered) == len(set(lowered))
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_ID_CELL)
-def test_id_column_names_the_block_column_even_with_an_id_cell(workdir):
-    wb = openpyxl.load_workbook(small_export(workdir, "bug_id_cell"))
-    assert wb.defined_names["all_models.id"].attr_text == "'Models'!$A$3:$A$4"
+@pytest.mark.parametrize("key, blocks", [("clash_underscore", ("h100", "_h100")), ("clash_case", ("chat", "Chat"))])
+def test_clashing_block_names_are_refused(workdir, key, blocks, tmp_path):
+    """Blocks that Excel would give the same names are an error naming both, and no file is written."""
+    out = tmp_path / "clash.xlsx"
+    result = CliRunner().invoke(main, ["export", str(spec_path(workdir, key)), "-o", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "would share defined names in Excel" in result.stderr
+    assert all(f"`{b}`" in result.stderr for b in blocks)
+    assert not out.exists()
+
+
+def test_block_name_column_keeps_its_name_beside_an_id_cell(workdir):
+    wb = openpyxl.load_workbook(small_export(workdir, "id_cell"))
+    assert wb.defined_names["all_models_ids"].attr_text == "'Models'!$A$3:$A$4"
+    assert "all_models.id" in wb.defined_names
 
 
 @libreoffice
-@pytest.mark.parametrize("key", [
-    pytest.param("bug_underscore", marks=pytest.mark.xfail(strict=True, reason=BUG_UNDERSCORE)),
-    pytest.param("bug_case", marks=pytest.mark.xfail(strict=True, reason=BUG_CASE)),
-    pytest.param("bug_id_cell", marks=pytest.mark.xfail(strict=True, reason=BUG_ID_CELL)),
-])
-def test_colliding_names_recalculate_to_eval(workdir, recalculated, key):
-    wb = recalculated[key]
-    count, bad = compare_numeric(wb, eval_json(spec_path(workdir, key)))
+def test_id_cell_recalculates_to_eval(workdir, recalculated):
+    wb = recalculated["id_cell"]
+    count, bad = compare_numeric(wb, eval_json(spec_path(workdir, "id_cell")))
     assert not bad, f"{len(bad)} of {count} differ, e.g. {bad[:8]}"
     assert error_cells(wb) == []
 

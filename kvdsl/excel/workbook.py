@@ -3,11 +3,12 @@
 Layout: one sheet per kind (Models, Hardware, Deployments, Formats), one row
 per block, one column per cell.  Row 1 holds cell names, row 2 units; the
 first two columns the block name and title.  Every cell has a workbook-scoped
-defined name `block.cell`, and every column a name `all_models.cell` (the
-range of that column), so formulas read like the spec:
+defined name `block.cell`, every column a name `all_models.cell` (the range
+of that column) and the block names of a sheet the name `all_models_ids`, so
+formulas read like the spec:
 
     =2*qwen3_8b.layers*...
-    =INDEX(all_models.kv_heads, MATCH(chat.model, all_models.id, 0))
+    =INDEX(all_models.kv_heads, MATCH(chat.model, all_models_ids, 0))
 
 The second form is how a deployment reads its model: through the name held in
 its `model` cell, so switching that cell (a drop-down) switches every number.
@@ -92,15 +93,32 @@ class WorkbookWriter:
         self.values = values
         self.sources = sources
         self.blocks = [b for b in program.blocks.values() if (not b.prelude) or b.kind == "format"]
-        used = {b.name.lower() for b in self.blocks}
-        clash = used & set(COLUMN_SETS.values())
-        if clash:
-            raise ExportError(f"a block may not be named `{clash.pop()}` in a workbook: the name is taken by a column")
+        self._check_names()
         self.layout = plan_layout(program, self.blocks)
         self.formulas = 0
         self.names = 0
 
     # ---- names -------------------------------------------------------------
+
+    def _check_names(self) -> None:
+        """Excel names ignore case: two blocks whose names differ only so cannot both be named."""
+        seen: dict[str, str] = {}
+        for info in self.blocks:
+            name = excel_name(info.name).lower()
+            if name in seen:
+                raise ExportError(
+                    f"blocks `{seen[name]}` and `{info.name}` would share defined names in Excel "
+                    f"(names ignore case, and `{excel_name(seen[name])}` is how a cell-like name is written): rename one",
+                    info.block.name_span)
+            seen[name] = info.name
+            if name in {c.lower() for c in COLUMN_SETS.values()} | {self.ids_name(k).lower() for k in COLUMN_SETS}:
+                raise ExportError(f"a block may not be named `{info.name}` in a workbook: the name is taken by a column",
+                                  info.block.name_span)
+
+    @staticmethod
+    def ids_name(kind: str) -> str:
+        """The range of block names of a kind (no dot, so no cell can take it)."""
+        return f"{COLUMN_SETS[kind]}_ids"
 
     def cell_name(self, key: Key) -> str:
         return excel_name(f"{key[0]}.{key[1]}")
@@ -114,7 +132,7 @@ class WorkbookWriter:
             return self.cell_name(key)
         match_value = self.lookup(via[-1], via[:-1])
         kind = self.program.blocks[key[0]].kind
-        return f"INDEX({self.column_name(kind, key[1])}, MATCH({match_value}, {self.column_name(kind, 'id')}, 0))"
+        return f"INDEX({self.column_name(kind, key[1])}, MATCH({match_value}, {self.ids_name(kind)}, 0))"
 
     def formula(self, expr, refs: dict) -> str:
         return "=" + excel_formula(expr, refs)
@@ -235,7 +253,7 @@ class WorkbookWriter:
         for kind, names in self.layout.blocks.items():
             sheet = SHEETS[kind]
             first, last = HEADER_ROWS + 1, HEADER_ROWS + len(names)
-            add(self.column_name(kind, "id"), f"'{sheet}'!$A${first}:$A${last}")
+            add(self.ids_name(kind), f"'{sheet}'!$A${first}:$A${last}")
             for cell, col in self.layout.columns[kind].items():
                 letter = column_letter(col)
                 add(self.column_name(kind, cell), f"'{sheet}'!${letter}${first}:${letter}${last}")
@@ -262,7 +280,7 @@ class WorkbookWriter:
                         continue
                     dv = per_kind.get(target_kind)
                     if dv is None:
-                        dv = DataValidation(type="list", formula1=f"={self.column_name(target_kind, 'id')}", allow_blank=False,
+                        dv = DataValidation(type="list", formula1=f"={self.ids_name(target_kind)}", allow_blank=False,
                                             showErrorMessage=True, errorTitle="Not in the catalog",
                                             error=f"Choose one of the {SHEETS[target_kind]} rows.")
                         per_kind[target_kind] = dv
@@ -360,7 +378,7 @@ class WorkbookWriter:
             ("Every other number is a live formula written with defined names that read like the spec:", False),
             ("  qwen3_8b.kv_bytes_per_sequence is the cell kv_bytes_per_sequence of the block qwen3_8b.", False),
             ("A deployment reads its model and hardware through its `model` and `hardware` cells (drop-downs):", False),
-            ("  INDEX(all_models.layers, MATCH(chat.model, all_models.id, 0)) is the chosen model's layers.", False),
+            ("  INDEX(all_models.layers, MATCH(chat.model, all_models_ids, 0)) is the chosen model's layers.", False),
             ("The `kv_dtype` cells are drop-downs over the Formats sheet; their bytes per element are looked up live.", False),
             ("Sheets: Models, Hardware, Deployments, Formats (one row per block, one column per cell; row 2 gives units),", False),
             ("  Comparison (the One Table), What-if (max concurrency against context length, with a chart).", False),
