@@ -464,10 +464,11 @@ class _Resolver:
         A cell that fails here is poisoned: names read through it fail quietly
         instead of repeating the mistake at every use.
         """
-        if rc.form == "declare":
-            self._poisoned.add(rc.key)
-            return
         if rc.form not in ("rule", "input"):
+            return
+        expr = rc.cell.expr
+        if isinstance(expr, m.Name) and len(expr.parts) > 1 and (rc.block, expr.parts[0]) in self._poisoned:
+            self._poisoned.add(rc.key)  # read through a reference already reported
             return
         target = self.ref_target(rc.key)
         if target is not None:
@@ -478,7 +479,6 @@ class _Resolver:
         if not expected:
             return
         self._poisoned.add(rc.key)
-        expr = rc.cell.expr
         if isinstance(expr, m.Name) and len(expr.parts) == 1 and (rc.block, expr.parts[0]) not in self.cells:
             self.errors.append(UnknownNameError(
                 f"unknown {expected} `{expr.dotted}`", expr.span, hint=self._choices(expected, expr.dotted)))
@@ -660,6 +660,7 @@ class _Resolver:
         self.collect_blocks()
         for info in self.blocks.values():
             self.merge_block(info)
+        self._poisoned.update(key for key, rc in self.cells.items() if rc.form == "declare")
         for rc in self.cells.values():
             self.check_slot(rc)
         for rc in self.cells.values():

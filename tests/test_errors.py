@@ -214,7 +214,6 @@ def test_unknown_format_is_one_error(tmp_path, monkeypatch):
     assert "did you mean `fp8`?" in result.stderr
 
 
-@pytest.mark.xfail(strict=True, reason="a deployment without `model` gives ~30 errors inside the prelude besides the missing cell")
 def test_deployment_without_model_reports_only_the_missing_cell(tmp_path, monkeypatch):
     result = _check(tmp_path, monkeypatch, M + "}\n" + H + 'deployment d "D" {\n    hardware = h\n}\n')
     assert result.exit_code == 1

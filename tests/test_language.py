@@ -741,7 +741,6 @@ def test_set_through_the_cli(tmp_path):
     assert '"gpus": {\n          "value": 2,' in result.stdout
 
 
-@pytest.mark.xfail(strict=True, reason="`--set context=1 GiB` (a wrong unit) is reported inside the prelude with exit 1, not as a usage error")
 def test_set_with_wrong_unit_is_a_usage_error(tmp_path):
     path = write(tmp_path, SET_SPEC)
     result = CliRunner().invoke(main, ["eval", str(path), "--set", "context=1 GiB"])
