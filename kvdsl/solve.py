@@ -160,13 +160,13 @@ def _substitute_conditions(expr, env: dict):
 
 def _group_terms(add):
     """`a*b*k + a*b*v - u` -> `a*b*(k + v) - u`: pull out what most terms share."""
-    terms = [t for t in add.args if t.free_symbols]
+    terms = [t for t in add.args if isinstance(t, sp.Mul)]
     if len(terms) < 2:
         return add
-    common = sp.gcd_terms(sp.Add(*terms), fraction=False)
-    if common == sp.Add(*terms) or not isinstance(common, sp.Mul):
+    common = sp.factor_terms(sp.Add(*terms))
+    if not isinstance(common, sp.Mul):
         return add
-    return common + sp.Add(*[t for t in add.args if not t.free_symbols])
+    return common + sp.Add(*[t for t in add.args if not isinstance(t, sp.Mul)])
 
 
 def _tidy(expr):
@@ -300,6 +300,9 @@ def _answer(solution: Solution, bounds: list, feasible, integer: bool, env: dict
         cond = condition.subs(env)
         is_active = point is not None and bool(cond.subs(x, to_rational(Fraction(point))))
         solution.regimes.append(Regime(_condition_text(condition, shown), sp.sstr(root), is_active))
+        if is_active and solution.value is not None and root != solution.expression:
+            # rounding moved the answer into another regime: show that regime's form
+            solution.expression, solution.relaxed = root, None
 
 
 def _condition_text(condition, env) -> str:
@@ -424,7 +427,7 @@ def render(solution: Solution) -> str:
         mid = len(body) // 2
         for i, row in enumerate(body):
             lines.append(((label if i == mid else " " * len(label)) + row).rstrip())
-        if solution.relaxed is not None:
+        if solution.relaxed is not None and solution.relaxed > 0:
             lines.append(f"  = {format_value(Fraction(solution.relaxed).limit_denominator(10**6), solution.dim)} before rounding")
     for expression, value in solution.limits if solution.value is not None else ():
         lines.append(f"  also bounded by {sp.sstr(expression)} = {format_value(Fraction(value).limit_denominator(10**6), solution.dim)}, which does not bind")
