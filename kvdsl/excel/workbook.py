@@ -173,6 +173,7 @@ class WorkbookWriter:
         if "model" in self.layout.blocks:
             self._comparison(wb)
         if "deployment" in self.layout.blocks:
+            self._summary(wb)
             self._what_if(wb)
         wb.calculation = CalcProperties(fullCalcOnLoad=True)
         return wb
@@ -319,6 +320,37 @@ class WorkbookWriter:
         for col, width in zip("ABCDEFG", (24, 30, 12, 9, 16, 11, 20)):
             ws.column_dimensions[col].width = width
 
+    def _summary(self, wb) -> None:
+        """Each deployment's answers in planners' units: GiB, tokens, sequences."""
+        from openpyxl.styles import Font
+
+        ws = wb.create_sheet("Summary")
+        columns = [
+            ("deployment", None, None), ("model", "model", "@"), ("hardware", "hardware", "@"), ("GPUs", "gpus", "#,##0"),
+            ("KV format", "kv_dtype", "@"), ("context", "context", '#,##0" tokens"'), ("batch", "batch", "#,##0"),
+            ("fits", "fits", "General"), ("max batch", "max_batch", "#,##0"), ("max context", "max_context", '#,##0" tokens"'),
+            ("weights per GPU", "weights_bytes_per_gpu", GIB), ("KV budget per GPU", "kv_budget_bytes_per_gpu", GIB),
+            ("KV per sequence per GPU", "kv_bytes_per_sequence_per_gpu", GIB), ("KV per GPU at batch", "kv_bytes_per_gpu", GIB),
+            ("shortfall per GPU", "shortfall_bytes_per_gpu", GIB),
+        ]
+        for col, (title, _, _) in enumerate(columns, start=1):
+            ws.cell(1, col, title).font = Font(bold=True)
+        for i, name in enumerate(self.layout.blocks["deployment"], start=2):
+            _text(ws.cell(i, 1), self.program.blocks[name].title)
+            for col, (_, cell, fmt) in enumerate(columns[1:], start=2):
+                target = ws.cell(i, col)
+                if fmt == GIB:
+                    target.value = f"={self.cell_name((name, cell))}/{GIB}"
+                    target.number_format = '#,##0.00" GiB"'
+                else:
+                    target.value = f"={self.cell_name((name, cell))}"
+                    target.number_format = fmt
+                self.formulas += 1
+        ws.freeze_panes = "B2"
+        ws.column_dimensions["A"].width = 44
+        for col in range(2, len(columns) + 1):
+            ws.column_dimensions[column_letter(col)].width = 16
+
     def _what_if(self, wb) -> None:
         """Max concurrency against context length for each deployment, with a chart."""
         from openpyxl.chart import LineChart, Reference
@@ -381,7 +413,8 @@ class WorkbookWriter:
             ("  INDEX(all_models.layers, MATCH(chat.model, all_models_ids, 0)) is the chosen model's layers.", False),
             ("The `kv_dtype` cells are drop-downs over the Formats sheet; their bytes per element are looked up live.", False),
             ("Sheets: Models, Hardware, Deployments, Formats (one row per block, one column per cell; row 2 gives units),", False),
-            ("  Comparison (the One Table), What-if (max concurrency against context length, with a chart).", False),
+            ("  Summary (each deployment in GiB and tokens), Comparison (the One Table),", False),
+            ("  What-if (max concurrency against context length, with a chart).", False),
             ("Units: bytes, tokens, elements, seconds. 1 GiB = 1,073,741,824 bytes; a 32K context is 32,768 tokens.", False),
             ("Each formula's note gives the spec file and line it comes from, and the rule as written.", False),
             ("Names whose first part reads as a cell reference (h100, tp2, r, c) start with an underscore: _h100.memory.", False),
