@@ -23,7 +23,7 @@ from kvdsl.excel.workbook import WHAT_IF_CONTEXTS, excel_name
 from workbook_helpers import (CATALOG, ROOT, cli, compare_numeric, destination, error_cells, eval_json, export,
                               libreoffice, named, recalculate, same_value)
 
-SHEETS = ["README", "Models", "Hardware", "Deployments", "Formats", "Comparison", "What-if"]
+SHEETS = ["README", "Models", "Hardware", "Deployments", "Formats", "Comparison", "Summary", "What-if"]
 BLOCK_SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats"}
 
 # Input changes made in the workbook (the cell a defined name points at) and
@@ -297,7 +297,7 @@ def test_calculation_and_frozen_panes(catalog_wb):
     assert catalog_wb.calculation.fullCalcOnLoad is True
     for sheet in ("Models", "Hardware", "Deployments", "Formats"):
         assert catalog_wb[sheet].freeze_panes == "C3", sheet
-    for sheet in ("Comparison", "What-if"):
+    for sheet in ("Comparison", "Summary", "What-if"):
         assert catalog_wb[sheet].freeze_panes == "B2", sheet
 
 
