@@ -321,45 +321,25 @@ def _condition_text(condition, env) -> str:
 
 
 def _integer_search(feasible, relaxed: Optional[float], direction: str) -> Optional[int]:
-    """The largest (or smallest) integer n >= 1 for which the constraint holds."""
-    if direction == "max":
-        start = max(int(math.floor(relaxed)), 1) if relaxed is not None and relaxed > 0 else 1
-        if not feasible(start):
-            return _descend(feasible, start)
-        return _ascend_max(feasible, start)
-    start = max(int(math.ceil(relaxed)), 1) if relaxed is not None and relaxed > 0 else 1
+    """The largest (direction "max") or smallest ("min") integer n >= 1 that fits.
+
+    Starts at the relaxed answer and gallops, then bisects: the constraint is
+    monotone in n, rounding only moves the boundary by a few steps.
+    """
+    toward = 1 if direction == "max" else -1  # the direction in which n stops fitting
+    if relaxed is not None and relaxed > 0:
+        start = max(int(math.floor(relaxed) if direction == "max" else math.ceil(relaxed)), 1)
+    else:
+        start = 1
     if feasible(start):
-        return _descend_min(feasible, start)
-    return _ascend_min(feasible, start)
-
-
-def _ascend_max(feasible, good: int) -> int:
-    step = 1
-    while good + step < SEARCH_LIMIT and feasible(good + step):
-        good += step
-        step *= 2
-    bad = min(good + step, SEARCH_LIMIT)
-    if bad == SEARCH_LIMIT and feasible(bad):
-        return SEARCH_LIMIT
-    return _bisect(feasible, good, bad)
-
-
-def _descend(feasible, bad: int) -> Optional[int]:
-    step = 1
-    while bad - step >= 1 and not feasible(bad - step):
-        bad -= step
-        step *= 2
-    good = bad - step
-    if good < 1:
-        if not feasible(1):
+        good, bad = start, _gallop(feasible, start, toward, want=False)
+    else:
+        bad, good = start, _gallop(feasible, start, -toward, want=True)
+        if good is None:
             return None
-        good = 1
-    return _bisect(feasible, good, bad)
-
-
-def _bisect(feasible, good: int, bad: int) -> int:
-    """Largest n in [good, bad) that holds, given feasible(good) and not feasible(bad)."""
-    while bad - good > 1:
+    if bad is None:
+        return SEARCH_LIMIT if direction == "max" else 1
+    while abs(good - bad) > 1:
         mid = (good + bad) // 2
         if feasible(mid):
             good = mid
@@ -368,36 +348,20 @@ def _bisect(feasible, good: int, bad: int) -> int:
     return good
 
 
-def _descend_min(feasible, good: int) -> int:
+def _gallop(feasible, start: int, step_sign: int, want: bool) -> Optional[int]:
+    """The first n from `start` in doubling steps for which feasible(n) == want, or None."""
     step = 1
-    while good - step >= 1 and feasible(good - step):
-        good -= step
+    while True:
+        n = start + step_sign * step
+        if n < 1:
+            if want:
+                return None
+            return 0  # n = 0 never fits: the boundary is at 1
+        if n > SEARCH_LIMIT:
+            return None
+        if feasible(n) == want:
+            return n
         step *= 2
-    bad = max(good - step, 0)
-    while good - bad > 1:
-        mid = (good + bad) // 2
-        if feasible(mid):
-            good = mid
-        else:
-            bad = mid
-    return good
-
-
-def _ascend_min(feasible, bad: int) -> Optional[int]:
-    step = 1
-    while bad + step < 1_000_000 and not feasible(bad + step):
-        bad += step
-        step *= 2
-    good = bad + step
-    if not feasible(good):
-        return None
-    while good - bad > 1:
-        mid = (good + bad) // 2
-        if feasible(mid):
-            good = mid
-        else:
-            bad = mid
-    return good
 
 
 def _why_not(program: Program, block: str, cell: str, base: dict) -> str:
