@@ -424,6 +424,11 @@ HAND = {
         memory=23034 * MIB, gpus=1, reserve=0, batch=8, context=32768, limit=32768, block=16,
         weights=Fraction("7.24e9") * 2,
         full_per_token=0, sliding_per_token=32 * 8 * 2 * 128 * 2, window=4096, state=0),
+    # batch = ? in the spec: 13 is the largest batch that fits, checked below by hand
+    "qwen3_32b_h200_solved": dict(
+        memory=143771 * MIB, gpus=1, reserve=0, batch=13, context=40960, limit=40960, block=16,
+        weights=Fraction("32.8e9") * 2,
+        full_per_token=64 * 8 * 2 * 128 * 1, sliding_per_token=0, window=0, state=0),
     "qwen3_8b_rtx4090": dict(
         memory=24564 * MIB, gpus=1, reserve=0, batch=4, context=8192, limit=40960, block=1,
         weights=Fraction("8.19e9") * 2,
@@ -515,10 +520,11 @@ def test_max_batch_fits_and_one_more_does_not(deployment_values, d):
 @pytest.mark.parametrize("d", DEPLOYMENTS)
 def test_max_context_fits_and_one_more_token_does_not(deployment_values, d):
     max_context = deployment_values[d][(d, "max_context")]
+    batch = f"{d}.batch={deployment_values[d][(d, 'batch')]}"  # fixed, also where the spec solves it (`?`)
     if max_context > 0:
-        assert evaluate(deployment_file(d), f"{d}.context={max_context}")[(d, "fits")] is True
+        assert evaluate(deployment_file(d), f"{d}.context={max_context}", batch)[(d, "fits")] is True
     # one more token: no room, or past the model's context_limit
-    assert evaluate(deployment_file(d), f"{d}.context={max_context + 1}")[(d, "fits")] is False
+    assert evaluate(deployment_file(d), f"{d}.context={max_context + 1}", batch)[(d, "fits")] is False
 
 
 def test_llama_405b_on_4_a100_cannot_fit():
