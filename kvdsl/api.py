@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Optional
 
-from .errors import KvdslError, Span, UsageError, did_you_mean, flatten, remember_source
+from .errors import KvdslError, Span, UsageError, did_you_mean, flatten
 from .graph import Program, build
 from .loader import load
 from .model import Cell

@@ -148,6 +148,16 @@ def _relations(expr) -> list:
     return [expr]
 
 
+def _gaps(constraint, x) -> list:
+    """Each relation of the constraint that involves x, as `gap <= 0`."""
+    out = []
+    for relation in _relations(constraint):
+        if isinstance(relation, sp.core.relational.Relational) and relation.has(x):
+            less = isinstance(relation, (sp.Le, sp.Lt))
+            out.append(relation.lhs - relation.rhs if less else relation.rhs - relation.lhs)
+    return out
+
+
 def _substitute_conditions(expr, env: dict):
     """Decide the conditions of every `if` that the given values decide."""
     expr = expr.rewrite(sp.Piecewise) if expr.has(sp.Min, sp.Max) else expr
@@ -235,10 +245,7 @@ def solve(program: Program, block: str, cell: str, symbolic=()) -> Solution:
 def _bounds(constraint, x, env: dict) -> list:
     """For each relation on x: (direction, [(condition, solution)]) of its relaxed form."""
     out = []
-    for relation in _relations(constraint):
-        if not isinstance(relation, sp.core.relational.Relational) or not relation.has(x):
-            continue
-        gap = relation.lhs - relation.rhs if isinstance(relation, (sp.Le, sp.Lt)) else relation.rhs - relation.lhs
+    for gap in _gaps(constraint, x):
         gap = _relax(_substitute_conditions(gap, env))
         regimes = []
         earlier = []
@@ -411,8 +418,6 @@ def render(solution: Solution) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["solve", "render", "Solution", "Regime", "choose_block", "find_key"]
-
 
 def live_form(program: Program, block: str, cell: str):
     """A closed form for the answer over every regime, for a workbook formula.
@@ -422,20 +427,15 @@ def live_form(program: Program, block: str, cell: str):
     the floor of the tightest bound, the smallest the ceiling of the loosest.
     """
     target = find_key(program, block, cell)
-    base = evaluate(program)
     affected = depends_on(program, target)
     x = sp.Symbol(cell, positive=True)
     expander = Expander(program, stop=lambda key: key not in affected, rename={target: x})
     constraint = expander.expand((block, CONSTRAINT))
-    env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
     solution = solve(program, block, cell)
     if solution.value is None:
         raise SolveError(f"cannot write `{block}.{cell}` as a formula: {solution.message}")
     per_relation = []
-    for relation in _relations(constraint):
-        if not isinstance(relation, sp.core.relational.Relational) or not relation.has(x):
-            continue
-        gap = relation.lhs - relation.rhs if isinstance(relation, (sp.Le, sp.Lt)) else relation.rhs - relation.lhs
+    for gap in _gaps(constraint, x):
         gap = _relax(gap.rewrite(sp.Piecewise) if gap.has(sp.Min, sp.Max) else gap)
         branches = []
         for piece, condition in _pieces(gap):

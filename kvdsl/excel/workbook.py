@@ -298,7 +298,7 @@ class WorkbookWriter:
         for col, text in enumerate(headers, start=1):
             ws.cell(1, col, text).font = Font(bold=True)
         for i, name in enumerate(self.layout.blocks["model"], start=2):
-            n = lambda cell: self.cell_name((name, cell))  # noqa: E731
+            n = lambda cell, block=name: self.cell_name((block, cell))  # noqa: E731
             _text(ws.cell(i, 1), self.program.blocks[name].title)
             ws.cell(i, 2).value = (
                 f'=IF({n("full_layers")}+{n("sliding_layers")}=0,"SSM",'
