@@ -221,8 +221,9 @@ class _Resolver:
         return chain
 
     def merge_block(self, info: BlockInfo) -> None:
-        layers: dict[str, list] = self._defaults(info.kind)
-        default_order = list(layers)
+        """A block's cells: its kind's defaults, under its parents' cells, under its own, under `--set`."""
+        stacks: dict[str, list] = self._defaults(info.kind)  # name -> definitions, nearest first
+        default_order = list(stacks)
         before = len(self.errors)
         chain = self._chain(info)
         if len(self.errors) > before:
@@ -233,19 +234,19 @@ class _Resolver:
             cells = self._own_cells(parent.block.cells, f"`{parent.name}`")
             derived = self._pattern_cells(parent, cells, set(default_order))
             if derived:  # a block's own pattern replaces what its parent's pattern said
-                for stack in layers.values():
+                for stack in stacks.values():
                     stack[:] = [entry for entry in stack if entry[1] != "pattern"]
             for name, cell in derived.items():
-                layers.setdefault(name, []).insert(0, (cell, "pattern"))
+                stacks.setdefault(name, []).insert(0, (cell, "pattern"))
             for name, cell in cells.items():
-                layers.setdefault(name, []).insert(0, (cell, origin))
+                stacks.setdefault(name, []).insert(0, (cell, origin))
         for name, cell in self.overrides.get(info.name, {}).items():
-            layers.setdefault(name, []).insert(0, (cell, "set"))
+            stacks.setdefault(name, []).insert(0, (cell, "set"))
         written = [c.name for c in info.block.cells]
         info.cells = written + [n for n in default_order if n not in written]
-        info.cells += [n for n in layers if n not in info.cells]
+        info.cells += [n for n in stacks if n not in info.cells]
         for name in list(info.cells):
-            stack = layers[name]
+            stack = stacks[name]
             if not stack:
                 info.cells.remove(name)
                 continue
