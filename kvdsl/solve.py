@@ -419,6 +419,15 @@ def render(solution: Solution) -> str:
 
 
 
+def _rounding_step(gap, x):
+    """B when the unknown is charged as `ceil(x / B) * B` (paging), else None."""
+    for term in gap.atoms(sp.ceiling):
+        coefficient = sp.simplify(term.args[0] / x)
+        if not coefficient.has(x) and coefficient != 0:
+            return 1 / coefficient
+    return None
+
+
 def live_form(program: Program, block: str, cell: str):
     """A closed form for the answer over every regime, for a workbook formula.
 
@@ -436,6 +445,7 @@ def live_form(program: Program, block: str, cell: str):
         raise SolveError(f"cannot write `{block}.{cell}` as a formula: {solution.message}")
     per_relation = []
     for gap in _gaps(constraint, x):
+        step = _rounding_step(gap, x)
         gap = _relax(gap.rewrite(sp.Piecewise) if gap.has(sp.Min, sp.Max) else gap)
         branches = []
         for piece, condition in _pieces(gap):
@@ -446,7 +456,11 @@ def live_form(program: Program, block: str, cell: str):
                 branches.append((roots[0], condition.subs(x, roots[0])))
         if branches:
             branches[-1] = (branches[-1][0], sp.true)
-            per_relation.append(sp.Piecewise(*branches))
+            bound = sp.Piecewise(*branches)
+            if step is not None:  # x is charged in whole blocks: the answer is a whole number of them
+                rounded = sp.floor if solution.direction == "max" else sp.ceiling
+                bound = rounded(bound / step) * step
+            per_relation.append(bound)
     if not per_relation:
         raise SolveError(f"cannot write `{block}.{cell}` as a formula")
     combine = sp.Min if solution.direction == "max" else sp.Max

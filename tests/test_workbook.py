@@ -72,12 +72,31 @@ SPECS = {
     "unknown": f"""
         import "{(ROOT / 'specs/models/qwen3_8b.kvspec').as_posix()}"
         import "{(ROOT / 'specs/hardware/h100_sxm.kvspec').as_posix()}"
+        import "{(ROOT / 'specs/models/gpt_oss_120b.kvspec').as_posix()}"
+        import "{(ROOT / 'specs/models/llama_3_1_70b.kvspec').as_posix()}"
 
         deployment solve_batch "Qwen3-8B on 1 x H100, batch solved" {{
             model = qwen3_8b
             hardware = h100_sxm
             context = 32K
             batch = ?
+        }}
+
+        # paged in blocks of 16: the answer is a whole number of blocks
+        deployment solve_context "gpt-oss-120b on 1 x H100, context solved" {{
+            model = gpt_oss_120b
+            hardware = h100_sxm
+            batch = 8
+            context = ?
+        }}
+
+        # 8 KV heads: past 8 GPUs they are replicated
+        deployment solve_gpus "Llama-3.1-70B, GPUs solved" {{
+            model = llama_3_1_70b
+            hardware = h100_sxm
+            batch = 4
+            context = 128K
+            gpus = ?
         }}
         """,
     # `h100` is written `_h100` in Excel, which another block already is
@@ -546,6 +565,11 @@ def test_unknown_cell_recalculates_to_eval(workdir, recalculated):
     assert isinstance(want, int) and want > 0
     wb = recalculated["unknown"]
     assert same_value(want, named(wb, "solve_batch.batch"))
+    for block, cell, expected in (("solve_context", "context", 40000), ("solve_gpus", "gpus", 5)):
+        assert blocks[block]["cells"][cell]["value"] == expected
+        assert same_value(expected, named(wb, f"{block}.{cell}"))
+    count, bad = compare_numeric(wb, blocks)
+    assert not bad, bad[:8]
     count, bad = compare_numeric(wb, blocks)
     assert not bad, bad[:15]
     assert count > 60
