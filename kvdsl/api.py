@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Optional
@@ -50,11 +51,18 @@ def build_program(paths: Iterable[str], settings: Iterable[Setting] = ()) -> Pro
     for setting in settings:
         for block in _targets(plain, setting):
             overrides.setdefault(block, {})[setting.cell.name] = setting.cell
-    try:
+    with settings_as_usage_errors():
         return build(workspace, overrides)
+
+
+@contextmanager
+def settings_as_usage_errors():
+    """A mistake in a `--set` value is a usage error (exit 2), not a spec error."""
+    try:
+        yield
     except KvdslError as exc:
         from_set = [e for e in flatten(exc) if e.span is not None and e.span.path == "--set"]
-        if from_set:
+        if from_set and not isinstance(exc, UsageError):
             first = from_set[0]
             raise UsageError(first.message, first.span, first.hint) from None
         raise
@@ -87,7 +95,8 @@ def evaluate_paths(paths: Iterable[str], settings: Iterable[Setting] = ()):
     from .evaluate import evaluate
 
     program = build_program(paths, settings)
-    return program, evaluate(program, solve_unknowns(program))
+    with settings_as_usage_errors():
+        return program, evaluate(program, solve_unknowns(program))
 
 
 def solve_unknowns(program: Program) -> dict:

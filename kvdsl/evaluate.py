@@ -112,7 +112,7 @@ def evaluate(program: Program, solved: Optional[dict] = None) -> dict:
             values[key] = rc.ref_target
         elif rc.form == "unknown":
             values[key] = (solved or {}).get(key)
-        else:
+        else:  # input, rule, require
             try:
                 values[key] = evaluate_expr(rc.expr, values)
             except _Unknown:
@@ -123,5 +123,30 @@ def evaluate(program: Program, solved: Optional[dict] = None) -> dict:
             except (OverflowError, ValueError) as exc:
                 errors.append(EvaluationError(f"cannot compute `{rc.name}`: {exc}", rc.span))
                 values[key] = None
-    raise_all(errors)
+    failed = broken_requirements(program, values)
+    raise_all(failed or errors)
     return values
+
+
+def broken_requirements(program: Program, values: dict) -> list:
+    """An error for each `require` condition that the values break."""
+    errors = []
+    for info in program.blocks.values():
+        for name in info.requirements:
+            if values.get((info.name, name)) is False:
+                errors.append(_requirement_error(program, values, program.cells[(info.name, name)]))
+    return errors
+
+
+def _requirement_error(program: Program, values: dict, rc) -> EvaluationError:
+    from .display import format_value
+    from .graph import walk_refs
+
+    refs = list(dict.fromkeys(ref.key for ref in walk_refs(rc.expr)))
+    user_set = [k for k in refs if not program.cells[k].span.path.startswith("kvdsl/prelude/")]
+    culprit = program.cells[(user_set or refs)[0]] if refs else rc
+    shown = ", ".join(f"`{k[1]}` = {format_value(values.get(k), program.cells[k].dim)}" for k in refs)
+    condition = rc.cell.source.split(None, 1)[1] if " " in rc.cell.source else rc.cell.source
+    where = f"{program.blocks[rc.block].kind} `{rc.block}`"
+    return EvaluationError(f"{where} breaks `require {condition}`: {shown}", culprit.span,
+                           hint=f"required at {rc.span.path}:{rc.span.line}")

@@ -80,6 +80,7 @@ class BlockInfo:
     block: m.Block
     prelude: bool
     cells: list = field(default_factory=list)  # cell names, display order
+    requirements: list = field(default_factory=list)  # names of its `require` conditions
 
 
 class _Zero:
@@ -243,15 +244,14 @@ class _Resolver:
         for name, cell in self.overrides.get(info.name, {}).items():
             stacks.setdefault(name, []).insert(0, (cell, "set"))
         written = [c.name for c in info.block.cells]
-        info.cells = written + [n for n in default_order if n not in written]
-        info.cells += [n for n in stacks if n not in info.cells]
-        for name in list(info.cells):
-            stack = stacks[name]
-            if not stack:
-                info.cells.remove(name)
-                continue
-            cell, origin = stack[0]
-            self.cells[(info.name, name)] = self._classify(info, cell, origin, tuple(c for c, _ in stack[1:]))
+        names = written + [n for n in default_order if n not in written]
+        names += [n for n in stacks if n not in names]
+        names = [n for n in names if stacks[n]]
+        info.cells = [n for n in names if not n.startswith(m.REQUIRE + " ")]
+        info.requirements = [n for n in names if n.startswith(m.REQUIRE + " ")]
+        for name in names:
+            cell, origin = stacks[name][0]
+            self.cells[(info.name, name)] = self._classify(info, cell, origin, tuple(c for c, _ in stacks[name][1:]))
 
     def _pattern_cells(self, info: BlockInfo, cells: dict, known: set) -> dict:
         """`layer_kinds = [sliding(128), full] * 12` -> sliding_layers, full_layers, window, layers."""
@@ -272,7 +272,10 @@ class _Resolver:
                         hint=did_you_mean(layer.kind, kinds) or "layer kinds: " + ", ".join(kinds)))
                     continue
                 counts[layer.kind] = counts.get(layer.kind, 0) + 1
-                if layer.argument is not None:
+                if layer.argument is not None and layer.kind != "sliding":
+                    self.errors.append(DimensionError(
+                        f"only `sliding` layers take an argument (the window), not `{layer.kind}`", layer.span))
+                elif layer.argument is not None:
                     arg = layer.argument
                     if window is not None and window.value != arg.value:
                         self.errors.append(DimensionError("every layer of a pattern must have the same window", arg.span))
@@ -301,7 +304,8 @@ class _Resolver:
         return out
 
     def _classify(self, info: BlockInfo, cell: m.Cell, origin: str, shadowed: tuple) -> ResolvedCell:
-        form = {"text": "text", "unknown": "unknown", "pattern": "pattern", "declare": "declare"}.get(cell.form, "rule")
+        form = {"text": "text", "unknown": "unknown", "pattern": "pattern", "declare": "declare",
+                "require": "require"}.get(cell.form, "rule")
         rc = ResolvedCell(info.name, cell.name, cell, origin, form, shadowed=shadowed)
         if form == "rule" and isinstance(cell.expr, (m.Num, m.Bool)):
             rc.form = "input"
@@ -310,30 +314,34 @@ class _Resolver:
 
     def _inherited_dim(self, rc: ResolvedCell):
         """The dimension the cell would have without its own value (for `?` and bare numbers)."""
-        if not rc.shadowed:
+        return self._static_dim(rc.block, rc.shadowed, frozenset())
+
+    def _static_dim(self, block: str, stack: tuple, seen: frozenset):
+        """The dimension a definition has by itself: declared, written, or read from the one cell it names.
+
+        It never infers other expressions, so it cannot run into a cycle.
+        """
+        if not stack:
             return None
-        cell = rc.shadowed[0]
+        cell = stack[0]
         if cell.form == "declare":
             return DECLARED_DIMS.get(cell.declared)
         if cell.form != "rule":
             return None
-        ok = True
-
-        def resolve(name: m.Name):
-            nonlocal ok
-            found = self.resolve_name(rc.block, name, quiet=True)
-            if not isinstance(found, CellRef):
-                ok = False
-                return name
-            return found
-
-        expr = map_names(cell.expr, resolve)
-        if not ok:
-            return None
-        before = len(self.errors)
-        dim = self._infer(expr)
-        del self.errors[before:]
-        return None if dim in (ZERO, _ERROR) else dim
+        expr = cell.expr
+        if isinstance(expr, m.Bool):
+            return BOOL
+        if isinstance(expr, m.Num):
+            if not expr.bare:
+                return expr.dim
+            below = self._static_dim(block, stack[1:], seen)
+            return below if below is not None else NUMBER
+        if isinstance(expr, m.Name):
+            found = self.resolve_name(block, expr, quiet=True)
+            if isinstance(found, CellRef) and found.key not in seen:
+                target = self.cells[found.key]
+                return self._static_dim(found.key[0], (target.cell,) + target.shadowed, seen | {found.key})
+        return None
 
     # ---- names ---------------------------------------------------------
 
@@ -421,9 +429,9 @@ class _Resolver:
         if rc.key in self._poisoned and rc.form != "ref":
             rc.dim = _ERROR
             return
-        if rc.form != "rule":
+        if rc.form not in ("rule", "require"):
             return
-        target = self.ref_target(rc.key)
+        target = self.ref_target(rc.key) if rc.form == "rule" else None
         if target is not None:
             rc.form, rc.ref_target = "ref", target
             return
@@ -465,6 +473,14 @@ class _Resolver:
         A cell that fails here is poisoned: names read through it fail quietly
         instead of repeating the mistake at every use.
         """
+        if rc.form in ("unknown", "text", "pattern"):
+            expected = self._expected_kind(rc)
+            if expected:
+                self._poisoned.add(rc.key)
+                what = {"unknown": "`?`", "text": "a quoted string", "pattern": "a layer pattern"}[rc.form]
+                self.errors.append(ReferenceKindError(
+                    f"`{rc.name}` must name a {expected}, not {what}", rc.cell.span, hint=self._choices(expected)))
+            return
         if rc.form not in ("rule", "input"):
             return
         expr = rc.cell.expr
@@ -540,6 +556,10 @@ class _Resolver:
                 rc.expr = dataclasses.replace(rc.expr, dim=inherited, bare=False)
         dim = self._infer(rc.expr)
         dim = NUMBER if dim is ZERO else dim
+        if rc.form == "require":
+            if dim not in (BOOL, _ERROR):
+                self.errors.append(DimensionError(f"`require` needs a condition, not {_describe(dim)}", rc.cell.expr.span))
+            return dim
         if rc.shadowed and dim is not _ERROR:
             inherited = self._inherited_dim(rc)
             if inherited is not None and inherited != dim:

@@ -10,6 +10,7 @@ from .errors import Span
 from .units import Dim
 
 BLOCK_KINDS = ("model", "hardware", "deployment", "format")
+REQUIRE = "require"  # the name of a requirement starts with this word and a space: no cell can take it
 
 
 # ---- expressions ---------------------------------------------------------
@@ -94,7 +95,8 @@ class Cell:
     """One `name = value` (or `name: dimension`) line.
 
     `form` is one of: rule (an expression), text (a string), unknown (`?`),
-    pattern (a layer pattern), declare (a required input of a dimension).
+    pattern (a layer pattern), declare (a required input of a dimension),
+    require (a condition every value must meet; not a cell a user reads).
     """
 
     name: str

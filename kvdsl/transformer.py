@@ -142,6 +142,12 @@ class SpecTransformer(Transformer):
         return self._cell(meta, children[0], "pattern", layers=tuple(layers))
 
     @v_args(meta=True)
+    def require(self, meta, children):
+        span = self._span(meta)
+        name = f"{m.REQUIRE} {span.path}:{span.line}:{span.column}"
+        return m.Cell(name, "require", span, span, expr=children[0], source=self._text(span))
+
+    @v_args(meta=True)
     def declare(self, meta, children):
         declared = "/".join(str(c) for c in children[1:])
         span = Span(self.path, children[1].line, children[1].column, children[-1].end_line, children[-1].end_column)
@@ -224,7 +230,10 @@ class SpecTransformer(Transformer):
 
     @v_args(meta=True)
     def neg(self, meta, children):
-        return m.Unary("-", children[0], self._span(meta))
+        operand = children[0]
+        if isinstance(operand, m.Num):  # `-5` is a literal, so a bare `-5` takes its cell's unit like `5`
+            return m.Num(-operand.value, operand.dim, self._span(meta), operand.bare)
+        return m.Unary("-", operand, self._span(meta))
 
     @v_args(meta=True)
     def not_op(self, meta, children):
