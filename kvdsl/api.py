@@ -121,6 +121,9 @@ def solve_unknowns(program: Program) -> dict:
         solution = solve(program, rc.block, rc.name)
         if solution.value is None:
             errors.append(SolveError(f"cannot solve `{rc.block}.{rc.name}`: {solution.message}", rc.cell.span))
+        elif not solution.verified:
+            errors.append(SolveError(f"cannot solve `{rc.block}.{rc.name}`: {solution.value} does not check out "
+                                     f"when substituted back (is `fits` monotone in `{rc.name}`?)", rc.cell.span))
         else:
             solved[rc.key] = Fraction(solution.value)
     raise_all(errors)

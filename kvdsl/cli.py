@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import traceback
 import sys
 
 import click
@@ -13,6 +14,7 @@ from .errors import KvdslError, UsageError
 
 EXIT_SPEC_ERROR = 1
 EXIT_USAGE_ERROR = 2
+EXIT_INTERNAL_ERROR = 3
 
 
 def reports_errors(fn):
@@ -28,6 +30,18 @@ def reports_errors(fn):
         except KvdslError as exc:
             click.echo(exc.render(), err=True)
             sys.exit(EXIT_SPEC_ERROR)
+        except RecursionError:
+            click.echo("error: the spec nests too deeply to evaluate (an expression or a chain of rules "
+                       "thousands of levels deep)", err=True)
+            sys.exit(EXIT_SPEC_ERROR)
+        except (click.exceptions.Exit, click.ClickException, KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as exc:  # a bug in kvdsl, not the user's mistake: say so plainly
+            if os.environ.get("KVDSL_DEBUG"):
+                traceback.print_exc()
+            click.echo(f"internal error: {type(exc).__name__}: {exc}\n"
+                       "this is a bug in kvdsl; run with KVDSL_DEBUG=1 for the traceback", err=True)
+            sys.exit(EXIT_INTERNAL_ERROR)
 
     return wrapper
 
@@ -155,8 +169,12 @@ def sweep(path, vary, block, sets, out, force, as_json):
     from .solve import choose_block
     from .sweep import CompiledSweep, parse_range, write_csv
 
-    if out and os.path.exists(out) and not force:
-        raise UsageError(f"`{out}` exists: pass --force to overwrite it")
+    if out:
+        from pathlib import Path
+
+        from .files import check_writable
+
+        check_writable(Path(out), force)
     program = build_program([path], _settings(sets))
     names = [v.partition("=")[0].strip() for v in vary]
     block = choose_block(program, names[0], block)
@@ -233,6 +251,11 @@ def export(paths, out, sets, force):
 
     if not out.lower().endswith(".xlsx"):
         raise UsageError(f"--out must name an .xlsx file, not `{out}`")
+    from pathlib import Path
+
+    from .files import check_writable
+
+    check_writable(Path(out), force)
     program, values = evaluate_paths(paths, _settings(sets))
     written = write_workbook(program, values, out, list(paths), force=force)
     click.echo(f"wrote {out}: {written['blocks']} blocks, {written['formulas']:,} formulas, "

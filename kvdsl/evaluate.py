@@ -82,16 +82,26 @@ def _binary(expr: m.Binary, values: dict):
     return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[op]
 
 
+MAX_BITS = 400  # numerators and denominators stay below 2^400 (about 10^120)
+
+
 def _power(expr, a, b):
     if isinstance(b, Fraction) and b.denominator == 1:
         if a == 0 and b < 0:
             raise EvaluationError("division by zero: 0 raised to a negative power", expr.span)
-        if abs(b) > 1000:
-            raise EvaluationError("exponent too large", expr.right.span)
+        size = max(abs(a.numerator).bit_length(), a.denominator.bit_length()) if isinstance(a, Fraction) else 64
+        if size * abs(b) > MAX_BITS * 4:
+            raise EvaluationError("the power is out of range", expr.span)
         return a ** int(b)
     if a < 0:
         raise EvaluationError("a negative number raised to a fractional power", expr.span)
     return Fraction(float(a) ** float(b))
+
+
+def _in_range(value, rc):
+    if isinstance(value, Fraction) and max(abs(value.numerator).bit_length(), value.denominator.bit_length()) > MAX_BITS:
+        raise EvaluationError(f"`{rc.name}` is out of range (beyond 10^120 or closer to 0 than 10^-120)", rc.cell.span)
+    return value
 
 
 def _text(expr) -> str:
@@ -114,7 +124,7 @@ def evaluate(program: Program, solved: Optional[dict] = None) -> dict:
             values[key] = (solved or {}).get(key)
         else:  # input, rule, require
             try:
-                values[key] = evaluate_expr(rc.expr, values)
+                values[key] = _in_range(evaluate_expr(rc.expr, values), rc)
             except _Unknown:
                 values[key] = None
             except EvaluationError as exc:

@@ -710,9 +710,5 @@ def _describe(dim) -> str:
 
 def build(ws: Workspace, overrides: Optional[dict] = None) -> Program:
     """Resolve a workspace into a Program, or raise every error found."""
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 10_000))
-    try:
-        return _Resolver(ws, overrides or {}).run()
-    finally:
-        sys.setrecursionlimit(limit)
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
+    return _Resolver(ws, overrides or {}).run()

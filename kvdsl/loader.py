@@ -44,7 +44,12 @@ class _Loader:
         self.stack: list[Path] = []
 
     def load(self, path: Path, prelude: bool, span: Span | None = None) -> None:
-        path = path.resolve()
+        try:
+            path = path.resolve()
+            is_file, is_dir, exists = path.is_file(), path.is_dir(), path.exists()
+        except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long
+            self.ws.errors.append(ImportFailure(f"cannot read `{path}`: {getattr(exc, 'strerror', None) or exc}", span))
+            return
         if path in self.stack:
             chain = " -> ".join(display_path(p) for p in self.stack[self.stack.index(path) :] + [path])
             self.ws.errors.append(ImportFailure(f"import cycle: {chain}", span))
@@ -53,8 +58,8 @@ class _Loader:
             return
         self.done.add(path)
         shown = display_path(path)
-        if not path.is_file():
-            what = "a directory, not a spec file" if path.is_dir() else "not found"
+        if not is_file:
+            what = "a directory, not a spec file" if is_dir else "not a regular file" if exists else "not found"
             self.ws.errors.append(ImportFailure(f"cannot read `{shown}`: {what}", span))
             return
         try:

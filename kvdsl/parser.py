@@ -93,12 +93,24 @@ def parse_text(text: str, path: str) -> SpecFile:
     from .transformer import transform
 
     remember_source(path, text)
+    _allow_deep_expressions()
     if not text.strip():
         raise SpecSyntaxError("the file is empty", _point(path, 1, 1), hint="a spec holds blocks such as `model name \"Title\" { ... }`")
     spec = transform(_tree(text, path, "start"), path, text)
     if not spec.items:
         raise SpecSyntaxError("the file holds no blocks or imports", _point(path, 1, 1))
     return spec
+
+
+DEEP = 20_000
+
+
+def _allow_deep_expressions() -> None:
+    """Lark and the resolver recurse once per level of an expression: allow long chains."""
+    import sys
+
+    if sys.getrecursionlimit() < DEEP:
+        sys.setrecursionlimit(DEEP)
 
 
 def parse_cell(text: str, path: str):
@@ -144,6 +156,11 @@ def _tree(text: str, path: str, start: str):
         raise SpecSyntaxError(f"unexpected end of file; expected {_expected(exc.expected)}", _point(path, line, 1)) from None
 
 
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+
 def parse_file(path: Path, display: str) -> SpecFile:
     """Read and parse one file; `display` is the path shown in messages."""
+    if path.stat().st_size > MAX_FILE_BYTES:
+        raise InvalidValueError(f"the file is larger than {MAX_FILE_BYTES // 2**20} MiB: not a spec", _point(display, 1, 1))
     return parse_text(decode(path.read_bytes(), display), display)

@@ -78,7 +78,8 @@ class _Feasibility:
         self.target = target
         self.constraint = constraint
         affected = depends_on(program, target)
-        self.order = [k for k in program.order if k in affected and k != target and program.cells[k].form in ("rule", "input")]
+        self.order = [k for k in program.order if k in affected and k != target
+                      and program.cells[k].form in ("rule", "input", "require")]
 
     def values(self, x) -> dict:
         values = dict(self.base)
@@ -168,6 +169,16 @@ def _substitute_conditions(expr, env: dict):
     return expr.replace(lambda e: isinstance(e, sp.Piecewise), fix)
 
 
+def _roots(piece, x) -> list:
+    """Real roots of piece = 0 in closed form, for rational functions of x; [] otherwise."""
+    if not piece.is_rational_function(x):
+        return []
+    try:
+        return [r for r in sp.solve(sp.Eq(piece, 0), x) if not r.has(sp.I)]
+    except (NotImplementedError, ValueError, TypeError):
+        return []
+
+
 def _group_terms(add):
     """`a*b*k + a*b*v - u` -> `a*b*(k + v) - u`: pull out what most terms share."""
     terms = [t for t in add.args if isinstance(t, sp.Mul)]
@@ -209,18 +220,27 @@ def _number(value) -> Optional[float]:
     return number.real
 
 
-def solve(program: Program, block: str, cell: str, symbolic=()) -> Solution:
-    """Solve `block`'s `fits` for `cell`, every other cell given."""
+def solve(program: Program, block: str, cell: str, symbolic=(), others: bool = True) -> Solution:
+    """Solve `block`'s `fits` for `cell`, every other cell given.
+
+    `?` cells of other blocks are solved first (`others`), each on its own.
+    """
     target = find_key(program, block, cell)
     if target[0] != block:
         raise UsageError(f"solve for a cell of the block itself, not `{cell}`", hint=f"use --block {target[0]} --for {target[1]}")
     if (block, CONSTRAINT) not in program.cells:
         raise SolveError(f"block `{block}` has no `{CONSTRAINT}` constraint to solve")
     rc = program.cells[target]
-    if rc.form in ("text", "ref"):
-        raise UsageError(f"`{cell}` is not a number")
+    if rc.form in ("text", "ref") or not isinstance(rc.dim, Dim):
+        raise UsageError(f"`{cell}` is not a number: solve for a number such as batch, context or gpus")
+    if program.cells[(block, CONSTRAINT)].dim != "bool":
+        raise SolveError(f"`{CONSTRAINT}` in block `{block}` must be a condition", program.cells[(block, CONSTRAINT)].span)
+    other = [n for n in program.blocks[block].cells if program.cells[(block, n)].form == "unknown" and n != cell]
+    if other:
+        raise UsageError(f"block `{block}` also has `{other[0]} = ?`: give it a value to solve for `{cell}`",
+                         hint=f"e.g. --set {other[0]}=...")
     keep = {find_key(program, block, name) for name in symbolic}
-    base = evaluate(program)
+    base = evaluate(program, _other_unknowns(program, target) if others else {})
     unit = rc.dim.unit() if isinstance(rc.dim, Dim) else None
     solution = Solution(block, cell, unit, rc.dim)
     feasible = _Feasibility(program, base, target, (block, CONSTRAINT))
@@ -237,9 +257,35 @@ def solve(program: Program, block: str, cell: str, symbolic=()) -> Solution:
     bounds = _bounds(constraint.subs(zeros), x, env)
     integer = _integer_quantity(program, target, base)
     _answer(solution, bounds, feasible, integer, env, x, {s for s, k in expander.symbols.items() if k in keep})
+    _check_requirements(program, solution, feasible, target)
     if solution.value is None and solution.message is None:
-        solution.message = _why_not(program, block, cell, base)
+        solution.message = _why_not(program, block, cell, base, constraint, x, env, feasible)
     return solution
+
+
+def _other_unknowns(program: Program, target: Key) -> dict:
+    """Values for the `?` cells of other blocks, solved each against its own block."""
+    solved = {}
+    for key, rc in program.cells.items():
+        if rc.form == "unknown" and key[0] != target[0] and not program.blocks[key[0]].prelude:
+            answer = solve(program, key[0], key[1], others=False)
+            if answer.value is not None:
+                solved[key] = Fraction(answer.value)
+    return solved
+
+
+def _check_requirements(program: Program, solution: Solution, feasible, target: Key) -> None:
+    """An answer that breaks a `require` (utilization above 1, say) is no answer."""
+    from .evaluate import broken_requirements
+
+    if solution.value is None:
+        return
+    values = feasible.values(solution.value)
+    broken = broken_requirements(program, values)
+    if broken:
+        value = format_value(solution.value, solution.dim)
+        solution.message = f"the answer {value} breaks a requirement: {broken[0].message}"
+        solution.value, solution.verified = None, False
 
 
 def _bounds(constraint, x, env: dict) -> list:
@@ -255,7 +301,7 @@ def _bounds(constraint, x, env: dict) -> list:
             condition = effective
             if not piece.has(x):
                 continue
-            roots = [r for r in sp.solve(sp.Eq(piece, 0), x) if not r.has(sp.I)]
+            roots = _roots(piece, x)
             if not roots:
                 continue
             slope = _number(sp.diff(piece, x).subs(env).subs(x, roots[0].subs(env)))
@@ -371,10 +417,15 @@ def _gallop(feasible, start: int, step_sign: int, want: bool) -> Optional[int]:
         step *= 2
 
 
-def _why_not(program: Program, block: str, cell: str, base: dict) -> str:
+def _why_not(program: Program, block: str, cell: str, base: dict, constraint, x, env, feasible) -> str:
     shortfall = base.get((block, "shortfall_bytes_per_gpu"))
     if shortfall is not None and shortfall > 0:
-        return (f"no `{cell}` fits: the weights alone exceed the usable memory of each GPU by {gib_text(shortfall)}")
+        return f"no `{cell}` fits: the weights alone exceed the usable memory of each GPU by {gib_text(shortfall)}"
+    for relation in _relations(constraint):
+        if isinstance(relation, sp.core.relational.Relational) and not relation.has(x) and relation.subs(env) is sp.false:
+            return f"`{CONSTRAINT}` fails whatever `{cell}` is: `{sp.sstr(relation)}` is false"
+    if all(feasible(n) for n in (1, 1000, 10**9)):
+        return f"`{CONSTRAINT}` holds for every `{cell}` tried (1, 1,000, 10^9): nothing bounds it"
     return f"no positive `{cell}` satisfies `{CONSTRAINT}`"
 
 
@@ -451,7 +502,7 @@ def live_form(program: Program, block: str, cell: str):
         for piece, condition in _pieces(gap):
             if not piece.has(x):
                 continue
-            roots = [r for r in sp.solve(sp.Eq(piece, 0), x) if not r.has(sp.I)]
+            roots = _roots(piece, x)
             if roots:
                 branches.append((roots[0], condition.subs(x, roots[0])))
         if branches:

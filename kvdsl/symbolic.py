@@ -120,7 +120,7 @@ def depends_on(program: Program, target: Key) -> set:
     """Every cell whose value depends on `target` (including target itself)."""
     users: dict[Key, list] = {}
     for key, rc in program.cells.items():
-        if rc.expr is not None and rc.form == "rule":
+        if rc.expr is not None and rc.form in ("rule", "require"):
             for dep in program.dependencies(key):
                 users.setdefault(dep, []).append(key)
     out, todo = {target}, [target]
