@@ -84,6 +84,8 @@ def _targets(program: Program, setting: Setting) -> list[str]:
             raise UsageError(f"--set: {info.kind} `{setting.block}` has no cell `{name}`", hint=did_you_mean(name, info.cells))
         return [setting.block]
     found = [b for b, info in program.blocks.items() if name in info.cells]
+    if setting.cell.form == "unknown":  # `NAME=?` means: solve it where there is something to solve against
+        found = [b for b in found if "fits" in program.blocks[b].cells]
     if not found:
         every = {c for info in program.blocks.values() for c in info.cells}
         raise UsageError(f"--set: no block has a cell `{name}`", hint=did_you_mean(name, every))

@@ -34,6 +34,10 @@ def reports_errors(fn):
             click.echo("error: the spec nests too deeply to evaluate (an expression or a chain of rules "
                        "thousands of levels deep)", err=True)
             sys.exit(EXIT_SPEC_ERROR)
+        except BrokenPipeError:  # the reader went away (`| head`): stop quietly
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(1)
         except (click.exceptions.Exit, click.ClickException, KeyboardInterrupt, SystemExit):
             raise
         except Exception as exc:  # a bug in kvdsl, not the user's mistake: say so plainly
@@ -165,9 +169,8 @@ def sweep(path, vary, block, sets, out, force, as_json):
     import time
 
     from .api import build_program, parse_setting
-    from .evaluate import evaluate
     from .solve import choose_block
-    from .sweep import CompiledSweep, parse_range, write_csv
+    from .sweep import prepare, write_csv
 
     if out:
         from pathlib import Path
@@ -180,14 +183,17 @@ def sweep(path, vary, block, sets, out, force, as_json):
     block = choose_block(program, names[0], block)
 
     def parse_value(name, text):
-        cell = parse_setting(f"{name}={text}").cell
-        if cell.form != "rule" or not hasattr(cell.expr, "value"):
-            raise UsageError(f"--vary {name}: `{text}` is not a number")
+        try:
+            cell = parse_setting(f"{name}={text}").cell
+        except UsageError:
+            cell = None
+        if cell is None or cell.form != "rule" or not hasattr(cell.expr, "value"):
+            raise UsageError(f"--vary {name}: `{text}` is not a number", hint="e.g. --vary context=1K:128K:x2")
         return cell.expr.value
 
-    axes = [parse_range(v, parse_value) for v in vary]
     started = time.perf_counter()
-    compiled = CompiledSweep(program, block, axes, evaluate(program))
+    compiled = prepare(program, block, list(vary), parse_value)
+    axes = compiled.axes
     compiled_at = time.perf_counter()
     total = compiled.size()
     if total > 1_000_000 and not as_json:

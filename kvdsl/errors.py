@@ -31,6 +31,7 @@ class Span:
 
 
 _source_cache: dict[str, list[str]] = {}
+MAX_SHOWN = 160  # characters of a source line an error shows
 
 
 def remember_source(path: str, text: str) -> None:
@@ -76,6 +77,11 @@ class KvdslError(Exception):
                     width = max(self.span.end_column - self.span.column, 1)
                 else:
                     width = max(len(text.rstrip()) - start, 1)
+                if len(text) > MAX_SHOWN:  # show a window of a very long line around the caret
+                    left = max(start - MAX_SHOWN // 2, 0)
+                    text = ("..." if left else "") + text[left : left + MAX_SHOWN] + "..."
+                    start = start - left + (3 if left else 0)
+                    width = min(width, MAX_SHOWN)
                 out.append("    " + text.rstrip("\n"))
                 out.append("    " + " " * start + "^" * width)
         if self.hint:

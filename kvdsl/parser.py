@@ -145,7 +145,9 @@ def _tree(text: str, path: str, start: str):
         else:
             span = Span(path, token.line, token.column, token.end_line or token.line, token.end_column or token.column + 1)
             found = "end of line" if token.type == "_NL" else f"`{token}`"
-            if token.type == "NAME" and re.search(r"\d[\w.%]*\s+$", text[: token.start_pos]):
+            if token.type == "NAME" and re.match(r"\s*=", text[token.end_pos :]):
+                raise SpecSyntaxError(f"unexpected `{token}`: a new cell starts on a new line or after `;`", span) from None
+            if token.type == "NAME" and re.search(r"\d[\w.%]*[ \t]+$", text[: token.start_pos]):
                 from .units import unit_names
 
                 raise SpecSyntaxError(f"unknown unit `{token}`", span, hint=did_you_mean(str(token), unit_names())

@@ -7,6 +7,7 @@ evaluated in chunks of whole arrays.  Nothing is solved per point.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from fractions import Fraction
@@ -15,7 +16,7 @@ from .errors import UsageError
 from .graph import Key, Program
 
 CHUNK = 250_000
-MAX_POINTS = 50_000_000
+MAX_POINTS = 10_000_000  # the grid is held in memory: about 8 bytes x columns x points
 
 
 @dataclass(frozen=True)
@@ -41,14 +42,16 @@ def parse_range(text: str, parse_value) -> Axis:
 
     values = []
     if re.fullmatch(r"x\d+(\.\d+)?", step_text):
-        factor = Fraction(step_text[1:])
+        factor = float(step_text[1:])
         if factor <= 1 or start <= 0:
             raise UsageError(f"--vary {name}: a factor must exceed 1 and START must be positive")
-        value = start
-        while value <= stop and len(values) <= MAX_POINTS:
-            values.append(value)
-            value *= factor
+        count = int(math.floor(math.log(float(stop) / float(start)) / math.log(factor) + 1e-9)) + 1 if stop >= start else 0
+        if count > MAX_POINTS:
+            raise UsageError(f"--vary {name}: {count:,} values is too many (at most {MAX_POINTS:,})")
+        values = float(start) * factor ** np.arange(max(count, 0), dtype=float)
     else:
+        if not step_text:
+            raise UsageError(f"--vary {name}: STEP is empty", hint="NAME=START:STOP[:STEP] or NAME=START:STOP:xFACTOR")
         step = parse_value(name, step_text)
         if step <= 0:
             raise UsageError(f"--vary {name}: STEP must be positive")
@@ -56,10 +59,33 @@ def parse_range(text: str, parse_value) -> Axis:
         if count > MAX_POINTS:
             raise UsageError(f"--vary {name}: {count:,} values is too many")
         values = np.arange(max(count, 0), dtype=float) * float(step) + float(start)
-    values = np.asarray([float(v) for v in values] if isinstance(values, list) else values, dtype=float)
+    values = np.asarray(values, dtype=float)
     if not values.size:
         raise UsageError(f"--vary {name}: the range is empty")
     return Axis(name, values)
+
+
+def prepare(program: Program, block: str, texts: list, parse_value) -> "CompiledSweep":
+    """Check the `--vary` ranges against the block and compile the sweep."""
+    from .evaluate import evaluate
+    from .solve import find_key
+    from .units import Dim
+
+    axes = [parse_range(text, parse_value) for text in texts]
+    names = [a.name for a in axes]
+    if len(set(names)) != len(names):
+        raise UsageError(f"--vary names `{next(n for n in names if names.count(n) > 1)}` twice")
+    for axis in axes:
+        rc = program.cells[find_key(program, block, axis.name)]
+        if rc.form not in ("input", "rule") or not isinstance(rc.dim, Dim):
+            raise UsageError(f"--vary {axis.name}: only a number can vary, and `{axis.name}` is not one")
+    unknown = [n for n in program.blocks[block].cells if program.cells[(block, n)].form == "unknown" and n not in names]
+    if unknown:
+        raise UsageError(f"block `{block}` has `{unknown[0]} = ?`: give it a value to sweep", hint=f"--set {unknown[0]}=...")
+    total = math.prod(a.values.size for a in axes)
+    if total > MAX_POINTS:
+        raise UsageError(f"the grid has {total:,} points, more than {MAX_POINTS:,}")
+    return CompiledSweep(program, block, axes, evaluate(program))
 
 
 class CompiledSweep:
@@ -113,13 +139,14 @@ class CompiledSweep:
         inputs = self.grid()
         n = inputs[0].size
         results = [np.empty(n, dtype=bool if b else float) for b in self.bools]
-        for start in range(0, n, CHUNK):
-            part = [x[start : start + CHUNK] for x in inputs]
-            for out, fn in zip(results, self.functions):
-                value = fn(*part)
-                out[start : start + CHUNK] = np.broadcast_to(value, part[0].shape)
-            if progress is not None:
-                progress(min(CHUNK, n - start))
+        with np.errstate(all="ignore"):  # a point that divides by zero gives inf or nan, not a warning
+            for start in range(0, n, CHUNK):
+                part = [x[start : start + CHUNK] for x in inputs]
+                for out, fn in zip(results, self.functions):
+                    value = fn(*part)
+                    out[start : start + CHUNK] = np.broadcast_to(value, part[0].shape)
+                if progress is not None:
+                    progress(min(CHUNK, n - start))
         return inputs, results
 
 

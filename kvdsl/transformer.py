@@ -165,8 +165,10 @@ class SpecTransformer(Transformer):
         count = 1
         if children and isinstance(children[-1], Token):
             tok = children.pop()
-            if not re.fullmatch(r"\d+", str(tok)) or int(tok) < 1 or int(tok) > MAX_PATTERN_LAYERS:
-                raise InvalidValueError(f"a pattern repeats a whole number of times, not `{tok}`", self._tspan(tok))
+            if not re.fullmatch(r"\d+", str(tok)) or int(tok) < 1:
+                raise InvalidValueError(f"a pattern repeats a whole number of times (1 or more), not `{tok}`", self._tspan(tok))
+            if int(tok) > MAX_PATTERN_LAYERS:
+                raise InvalidValueError(f"the pattern has more than {MAX_PATTERN_LAYERS:,} layers", self._tspan(tok))
             count = int(tok)
         flat = []
         for child in children:

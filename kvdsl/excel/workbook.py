@@ -37,6 +37,8 @@ HEADER_ROWS = 2
 FIRST_COLUMN = 3  # A: block name, B: title
 WHAT_IF_CONTEXTS = [1024 * 2**i for i in range(0, 9)]  # 1K .. 256K
 GIB = 1024**3
+MAX_COLUMNS = 16_384  # Excel's last column, XFD
+MAX_NAME = 255  # Excel's longest defined name
 
 _A1 = re.compile(r"^([A-Za-z]{1,3})(\d+)$")
 _R1C1 = re.compile(r"^[Rr]\d*([Cc]\d*)?$|^[Cc]\d*$")
@@ -75,6 +77,10 @@ class Layout:
 def plan_layout(program: Program, blocks: list) -> Layout:
     layout = Layout()
     for info in blocks:
+        if len(info.cells) + FIRST_COLUMN > MAX_COLUMNS:
+            raise ExportError(f"{info.kind} `{info.name}` has {len(info.cells):,} cells, more than a sheet has columns",
+                              info.block.name_span)
+    for info in blocks:
         names = layout.blocks.setdefault(info.kind, [])
         layout.rows[info.name] = HEADER_ROWS + 1 + len(names)
         names.append(info.name)
@@ -82,6 +88,8 @@ def plan_layout(program: Program, blocks: list) -> Layout:
         for cell in info.cells:
             if cell not in columns:
                 columns[cell] = FIRST_COLUMN + len(columns)
+        if len(columns) + FIRST_COLUMN > MAX_COLUMNS:
+            raise ExportError(f"the {info.kind} blocks have {len(columns):,} different cells, more than a sheet has columns")
     return layout
 
 
@@ -111,6 +119,10 @@ class WorkbookWriter:
                     f"(names ignore case, and `{excel_name(seen[name])}` is how a cell-like name is written): rename one",
                     info.block.name_span)
             seen[name] = info.name
+            longest = max(info.cells, key=len, default="")
+            if len(excel_name(f"{info.name}.{longest}")) > MAX_NAME:
+                raise ExportError(f"`{info.name}.{longest}` is longer than the {MAX_NAME} characters Excel allows in a name",
+                                  info.block.name_span)
             if name in {c.lower() for c in COLUMN_SETS.values()} | {self.ids_name(k).lower() for k in COLUMN_SETS}:
                 raise ExportError(f"a block may not be named `{info.name}` in a workbook: the name is taken by a column",
                                   info.block.name_span)
@@ -427,7 +439,11 @@ class WorkbookWriter:
 
 
 def _text(cell, text: str):
-    """Store text as text, even when it starts with =, +, - or @."""
+    """Store text as text, even when it starts with =, +, - or @ (control characters become U+FFFD)."""
+    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
+
+    if isinstance(text, str):
+        text = ILLEGAL_CHARACTERS_RE.sub("\ufffd", text)
     cell.value = text
     if isinstance(text, str) and text:
         cell.data_type = "s"
