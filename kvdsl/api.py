@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Optional
 
-from .errors import KvdslError, Span, UsageError, did_you_mean, flatten
+from .errors import SETTING_PREFIX, KvdslError, Span, UsageError, did_you_mean, flatten
 from .graph import Program, build
 from .loader import load
 from .model import Cell
@@ -31,9 +31,9 @@ def parse_setting(text: str) -> Setting:
         raise UsageError(f"--set needs NAME=VALUE, not `{text}`", hint="e.g. --set context=32K or --set chat.gpus=8")
     block, _, name = target.rpartition(".")
     try:
-        cell = parse_cell(f"{name} = {value.strip()}", "--set")
+        cell = parse_cell(f"{name} = {value.strip()}", SETTING_PREFIX + text)
     except KvdslError as err:
-        raise UsageError(f"--set {text}: {err.message}", err.span, err.hint) from None
+        raise UsageError(err.message, err.span, err.hint) from None
     return Setting(block or None, cell)
 
 
@@ -61,7 +61,7 @@ def settings_as_usage_errors():
     try:
         yield
     except KvdslError as exc:
-        from_set = [e for e in flatten(exc) if e.span is not None and e.span.path == "--set"]
+        from_set = [e for e in flatten(exc) if e.span is not None and e.span.path.startswith(SETTING_PREFIX)]
         if from_set and not isinstance(exc, UsageError):
             first = from_set[0]
             raise UsageError(first.message, first.span, first.hint) from None
@@ -120,7 +120,11 @@ def solve_unknowns(program: Program) -> dict:
         if ("fits" not in program.blocks[rc.block].cells):
             errors.append(SolveError(f"`{rc.name} = ?` needs a `fits` constraint in block `{rc.block}` to solve against", rc.cell.span))
             continue
-        solution = solve(program, rc.block, rc.name)
+        try:
+            solution = solve(program, rc.block, rc.name)
+        except SolveError as exc:
+            errors.append(SolveError(exc.message, exc.span or rc.cell.span, exc.hint))
+            continue
         if solution.value is None:
             errors.append(SolveError(f"cannot solve `{rc.block}.{rc.name}`: {solution.message}", rc.cell.span))
         elif not solution.verified:

@@ -11,6 +11,7 @@ A spec error carries the `Span` it points at.  `render()` gives the familiar
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
@@ -28,6 +29,17 @@ class Span:
 
     def __str__(self) -> str:
         return f"{self.path}:{self.line}:{self.column}"
+
+
+SETTING_PREFIX = "--set "  # the "path" of a `--set NAME=VALUE` is that text itself
+_QUOTED = re.compile(r"`([^`]{121,})`")
+
+
+def _clip(text):
+    """Quoted names and tokens in a message stay short, however long the source is."""
+    if text is None:
+        return None
+    return _QUOTED.sub(lambda m: f"`{m.group(1)[:100]}...`", text)
 
 
 _source_cache: dict[str, list[str]] = {}
@@ -58,6 +70,7 @@ class KvdslError(Exception):
     kind = "error"
 
     def __init__(self, message: str, span: Optional[Span] = None, hint: Optional[str] = None):
+        message, hint = _clip(message), _clip(hint)
         super().__init__(message)
         self.message = message
         self.span = span
@@ -68,7 +81,8 @@ class KvdslError(Exception):
         if self.span is None:
             out = [f"error: {self.message}"]
         else:
-            out = [f"{self.span}: error: {self.message}"]
+            where = self.span.path if self.span.path.startswith(SETTING_PREFIX) else str(self.span)
+            out = [f"{where}: error: {self.message}"]
             line = source_line(self.span)
             if line is not None:
                 text = line.expandtabs(1) if "\t" in line else line

@@ -252,6 +252,7 @@ def solve(program: Program, block: str, cell: str, symbolic=(), others: bool = T
     x = sp.Symbol(cell, positive=True)
     expander = Expander(program, stop=lambda key: key not in affected, rename={target: x})
     constraint = expander.expand((block, CONSTRAINT))
+    _check_monotone_form(constraint, x, block, cell)
     env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
     zeros = {sym: 0 for sym, value in env.items() if value == 0 and expander.symbols[sym] not in keep}
     bounds = _bounds(constraint.subs(zeros), x, env)
@@ -261,6 +262,21 @@ def solve(program: Program, block: str, cell: str, symbolic=(), others: bool = T
     if solution.value is None and solution.message is None:
         solution.message = _why_not(program, block, cell, base, constraint, x, env, feasible)
     return solution
+
+
+def _condition(relation) -> str:
+    if isinstance(relation, (sp.Eq, sp.Ne)):
+        return f"{sp.sstr(relation.lhs)} {'==' if isinstance(relation, sp.Eq) else '!='} {sp.sstr(relation.rhs)}"
+    return sp.sstr(relation)
+
+
+def _check_monotone_form(constraint, x, block: str, cell: str) -> None:
+    """kvdsl solves constraints made of <, <=, >, >= joined by `and`: a boundary, not a set of points."""
+    for relation in _relations(constraint):
+        if relation.has(x) and not isinstance(relation, (sp.Le, sp.Lt, sp.Ge, sp.Gt)):
+            raise SolveError(
+                f"cannot solve `{block}.{cell}`: `{CONSTRAINT}` uses `{_condition(relation)}`; kvdsl solves conditions "
+                f"made of <, <=, >, >= joined by `and`")
 
 
 def _other_unknowns(program: Program, target: Key) -> dict:
@@ -342,6 +358,9 @@ def _answer(solution: Solution, bounds: list, feasible, integer: bool, env: dict
         exact = solution.expression.subs(env)
         solution.value = Fraction(str(exact)) if exact.is_Rational else Fraction(solution.relaxed)
         solution.verified = feasible(solution.value)
+    else:  # no closed form: find the boundary by bisection on the exact rules
+        solution.value, solution.direction = _real_search(feasible)
+        solution.verified = solution.value is not None
     if solution.value is not None and solution.value == SEARCH_LIMIT:
         solution.value = None
         solution.message = f"`{solution.cell}` is not bounded: the constraint holds for every value"
@@ -399,6 +418,31 @@ def _integer_search(feasible, relaxed: Optional[float], direction: str) -> Optio
         else:
             bad = mid
     return good
+
+
+def _real_search(feasible):
+    """(boundary, direction) of a constraint with no closed form, to about 12 significant digits."""
+    low, high = Fraction(1), Fraction(2)
+    if feasible(low):
+        while feasible(high):
+            low, high = high, high * 2
+            if high > SEARCH_LIMIT:
+                return None, "max"
+        good, bad, direction = low, high, "max"
+    else:
+        while not feasible(high):
+            high *= 2
+            if high > SEARCH_LIMIT:
+                return None, "min"
+        good, bad, direction = high, high / 2, "min"
+    while abs(good - bad) > abs(good) * Fraction(1, 10**12):
+        mid = (good + bad) / 2
+        mid = mid.limit_denominator(10**15)
+        if feasible(mid):
+            good = mid
+        else:
+            bad = mid
+    return good, direction
 
 
 def _gallop(feasible, start: int, step_sign: int, want: bool) -> Optional[int]:

@@ -745,7 +745,7 @@ def test_set_with_wrong_unit_is_a_usage_error(tmp_path):
     path = write(tmp_path, SET_SPEC)
     result = CliRunner().invoke(main, ["eval", str(path), "--set", "context=1 GiB"])
     assert result.exit_code == 2
-    assert result.stderr.startswith("--set:1:11: error: `context` is tokens, but this is bytes")
+    assert result.stderr.startswith("--set context=1 GiB: error: `context` is tokens, but this is bytes")
     assert result.stderr.count(": error:") == 1, result.stderr
 
 
