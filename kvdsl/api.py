@@ -92,6 +92,22 @@ def _targets(program: Program, setting: Setting) -> list[str]:
     return found
 
 
+def choose_block(program: Program, cell: str, block: Optional[str], needs: Optional[str] = None) -> str:
+    """The block a command works in: the one given, or the only one that has `cell` (and `needs`)."""
+    if block is not None:
+        if block not in program.blocks:
+            raise UsageError(f"no block named `{block}`", hint=did_you_mean(block, program.blocks))
+        return block
+    head = cell.split(".")[0]
+    candidates = [b.name for b in program.user_blocks() if head in b.cells and (needs is None or needs in b.cells)]
+    if len(candidates) == 1:
+        return candidates[0]
+    if not candidates:
+        also = f" and a `{needs}` constraint" if needs else ""
+        raise UsageError(f"no block has a cell `{cell}`{also}")
+    raise UsageError(f"{len(candidates)} blocks have `{cell}`: choose one with --block", hint=", ".join(candidates[:10]))
+
+
 def evaluate_paths(paths: Iterable[str], settings: Iterable[Setting] = ()):
     """(program, values) for the given specs; `?` cells are solved."""
     from .evaluate import evaluate

@@ -142,11 +142,11 @@ def table(paths, context, kv_dtype, as_json, as_csv):
 @reports_errors
 def solve(path, cell, block, sets, symbolic, as_json):
     """Solve a block's `fits` constraint for one cell: closed form, number, regimes."""
-    from .api import build_program
-    from .solve import choose_block, render, solve as solve_cell
+    from .api import build_program, choose_block
+    from .solve import CONSTRAINT, render, solve as solve_cell
 
     program = build_program([path], _settings(sets))
-    block = choose_block(program, cell, block)
+    block = choose_block(program, cell, block, needs=CONSTRAINT)
     solution = solve_cell(program, block, cell, symbolic)
     if as_json:
         click.echo(json.dumps(solution.to_json(), indent=2))
@@ -168,8 +168,7 @@ def sweep(path, vary, block, sets, out, force, as_json):
     """Evaluate a grid of what-ifs, compiled once and vectorized."""
     import time
 
-    from .api import build_program, parse_setting
-    from .solve import choose_block
+    from .api import build_program, choose_block
     from .sweep import prepare, write_csv
 
     if out:
@@ -182,17 +181,8 @@ def sweep(path, vary, block, sets, out, force, as_json):
     names = [v.partition("=")[0].strip() for v in vary]
     block = choose_block(program, names[0], block)
 
-    def parse_value(name, text):
-        try:
-            cell = parse_setting(f"{name}={text}").cell
-        except UsageError:
-            cell = None
-        if cell is None or cell.form != "rule" or not hasattr(cell.expr, "value"):
-            raise UsageError(f"--vary {name}: `{text}` is not a number", hint="e.g. --vary context=1K:128K:x2")
-        return cell.expr.value
-
     started = time.perf_counter()
-    compiled = prepare(program, block, list(vary), parse_value)
+    compiled = prepare(program, block, list(vary))
     axes = compiled.axes
     compiled_at = time.perf_counter()
     total = compiled.size()
@@ -226,21 +216,12 @@ def sweep(path, vary, block, sets, out, force, as_json):
 @reports_errors
 def explain(path, cell, block, sets, depth):
     """How a number comes about: each rule, where it is defined, and its values."""
-    from .api import evaluate_paths
+    from .api import choose_block, evaluate_paths
     from .explain import explain as explain_cell
     from .solve import find_key
 
     program, values = evaluate_paths([path], _settings(sets))
-    if block is None:
-        holders = [b.name for b in program.user_blocks() if cell.split(".")[0] in b.cells]
-        if len(holders) != 1:
-            raise UsageError(f"{len(holders)} blocks have `{cell}`: choose one with --block" if holders else f"no block has a cell `{cell}`",
-                             hint=", ".join(holders[:10]) or None)
-        block = holders[0]
-    elif block not in program.blocks:
-        from .errors import did_you_mean
-
-        raise UsageError(f"no block named `{block}`", hint=did_you_mean(block, program.blocks))
+    block = choose_block(program, cell, block)
     click.echo(explain_cell(program, values, find_key(program, block, cell), depth))
 
 

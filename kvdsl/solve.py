@@ -114,20 +114,6 @@ def find_key(program: Program, block: str, dotted: str) -> Key:
     raise UsageError(f"no cell `{dotted}`")
 
 
-def choose_block(program: Program, cell: str, block: Optional[str]) -> str:
-    """The block to solve in: the one given, or the only one with both the cell and `fits`."""
-    if block is not None:
-        if block not in program.blocks:
-            raise UsageError(f"no block named `{block}`", hint=did_you_mean(block, program.blocks))
-        return block
-    candidates = [b.name for b in program.user_blocks() if cell.split(".")[0] in b.cells and CONSTRAINT in b.cells]
-    if len(candidates) == 1:
-        return candidates[0]
-    if not candidates:
-        raise UsageError(f"no block has both `{cell}` and a `{CONSTRAINT}` constraint")
-    raise UsageError(f"{len(candidates)} blocks have `{cell}`: choose one with --block", hint=", ".join(candidates[:10]))
-
-
 def _integer_quantity(program: Program, key: Key, base: dict) -> bool:
     rc = program.cells[key]
     if rc.dim == TOKENS:

@@ -24,7 +24,20 @@ class Axis:
     values: object  # a NumPy array of floats, in base units
 
 
-def parse_range(text: str, parse_value) -> Axis:
+def parse_bound(name: str, text: str):
+    """One bound or step of a range, as kvspec (`32K`, `80 GiB`, `0.5`), in base units."""
+    from .api import parse_setting
+
+    try:
+        cell = parse_setting(f"{name}={text}").cell
+    except UsageError:
+        cell = None
+    if cell is None or cell.form != "rule" or not hasattr(cell.expr, "value"):
+        raise UsageError(f"--vary {name}: `{text}` is not a number", hint="e.g. --vary context=1K:128K:x2")
+    return cell.expr.value
+
+
+def parse_range(text: str, parse_value=parse_bound) -> Axis:
     """`context=1K:128K:x2` or `batch=1:64` or `batch=1:64:4` -> an Axis.
 
     STOP is included when the steps land on it.  `parse_value(name, text)`
@@ -64,13 +77,13 @@ def parse_range(text: str, parse_value) -> Axis:
     return Axis(name, values)
 
 
-def prepare(program: Program, block: str, texts: list, parse_value) -> "CompiledSweep":
+def prepare(program: Program, block: str, texts: list) -> "CompiledSweep":
     """Check the `--vary` ranges against the block and compile the sweep."""
     from .evaluate import evaluate
     from .solve import find_key
     from .units import Dim
 
-    axes = [parse_range(text, parse_value) for text in texts]
+    axes = [parse_range(text) for text in texts]
     names = [a.name for a in axes]
     if len(set(names)) != len(names):
         raise UsageError(f"--vary names `{next(n for n in names if names.count(n) > 1)}` twice")
