@@ -148,13 +148,32 @@ def broken_requirements(program: Program, values: dict) -> list:
     return errors
 
 
+def _culprit(program: Program, refs: list):
+    """The cell to point at: a `--set` the condition depends on, else a user's line, else the first named."""
+    from .errors import SETTING_PREFIX
+    from .graph import walk_refs
+
+    seen, queue, user = set(refs), list(refs), None
+    while queue:
+        rc = program.cells[queue.pop(0)]
+        path = rc.span.path
+        if path.startswith(SETTING_PREFIX):
+            return rc
+        if user is None and not path.startswith("kvdsl/prelude/"):
+            user = rc
+        for ref in walk_refs(rc.expr if rc.form in ("rule", "require") else None):
+            if ref.key not in seen:
+                seen.add(ref.key)
+                queue.append(ref.key)
+    return user or (program.cells[refs[0]] if refs else None)
+
+
 def _requirement_error(program: Program, values: dict, rc) -> EvaluationError:
     from .display import format_value
     from .graph import walk_refs
 
     refs = list(dict.fromkeys(ref.key for ref in walk_refs(rc.expr)))
-    user_set = [k for k in refs if not program.cells[k].span.path.startswith("kvdsl/prelude/")]
-    culprit = program.cells[(user_set or refs)[0]] if refs else rc
+    culprit = _culprit(program, refs) or rc
     shown = ", ".join(f"`{k[1]}` = {format_value(values.get(k), program.cells[k].dim)}" for k in refs)
     condition = rc.cell.source.split(None, 1)[1] if " " in rc.cell.source else rc.cell.source
     where = f"{program.blocks[rc.block].kind} `{rc.block}`"
