@@ -123,7 +123,8 @@ def solve_unknowns(program: Program) -> dict:
     if not unknowns:
         return {}
     from .errors import SolveError, raise_all
-    from .solve import solve
+    from .evaluate import evaluate
+    from .search import solve_numeric
 
     errors, solved, seen = [], {}, {}
     for rc in unknowns:
@@ -132,10 +133,18 @@ def solve_unknowns(program: Program) -> dict:
                                      rc.cell.span))
         seen.setdefault(rc.block, rc.name)
     raise_all(errors)
+    base = evaluate(program)
     for rc in unknowns:
         if ("fits" not in program.blocks[rc.block].cells):
             errors.append(SolveError(f"`{rc.name} = ?` needs a `fits` constraint in block `{rc.block}` to solve against", rc.cell.span))
             continue
+        if program.cells[(rc.block, "fits")].dim == "bool":
+            found = solve_numeric(program, rc.block, rc.name, base)
+            if found is not None and found[1]:
+                solved[rc.key] = found[0]
+                continue
+        from .solve import solve  # the symbolic path: it says why when there is no answer
+
         try:
             solution = solve(program, rc.block, rc.name)
         except SolveError as exc:

@@ -218,7 +218,7 @@ def explain(path, cell, block, sets, depth):
     """How a number comes about: each rule, where it is defined, and its values."""
     from .api import choose_block, evaluate_paths
     from .explain import explain as explain_cell
-    from .solve import find_key
+    from .search import find_key
 
     program, values = evaluate_paths([path], _settings(sets))
     block = choose_block(program, cell, block)

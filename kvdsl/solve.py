@@ -20,14 +20,14 @@ from sympy.printing.pretty.pretty import PrettyPrinter
 from sympy.printing.pretty.stringpict import prettyForm
 
 from .display import format_value, gib_text
-from .errors import SolveError, UsageError, did_you_mean
-from .evaluate import _Unknown, evaluate, evaluate_expr
+from .errors import SolveError, UsageError
+from .evaluate import evaluate
 from .graph import Key, Program
-from .symbolic import Expander, depends_on, to_rational
-from .units import TOKENS, Dim
+from .search import SEARCH_LIMIT, Feasibility, depends_on, find_key, integer_quantity, integer_search, real_search
+from .symbolic import Expander, to_rational
+from .units import Dim
 
 CONSTRAINT = "fits"
-SEARCH_LIMIT = 10**15
 
 
 @dataclass
@@ -67,66 +67,6 @@ class Solution:
             "regimes": [{"condition": r.condition, "expression": r.expression, "active": r.active} for r in self.regimes],
             "message": self.message,
         }
-
-
-class _Feasibility:
-    """Re-evaluates only the cells that depend on the unknown, exactly."""
-
-    def __init__(self, program: Program, base: dict, target: Key, constraint: Key):
-        self.program = program
-        self.base = base
-        self.target = target
-        self.constraint = constraint
-        affected = depends_on(program, target)
-        self.order = [k for k in program.order if k in affected and k != target
-                      and program.cells[k].form in ("rule", "input", "require")]
-
-    def values(self, x) -> dict:
-        values = dict(self.base)
-        values[self.target] = Fraction(x)
-        for key in self.order:
-            try:
-                values[key] = evaluate_expr(self.program.cells[key].expr, values)
-            except (_Unknown, ArithmeticError):
-                values[key] = None
-            except Exception:  # an EvaluationError (division by zero) means: not a valid point
-                values[key] = None
-        return values
-
-    def __call__(self, x) -> bool:
-        return bool(self.values(x).get(self.constraint))
-
-
-def find_key(program: Program, block: str, dotted: str) -> Key:
-    """`batch` or `model.window`, read from `block`, -> the key of that cell."""
-    parts = dotted.split(".")
-    current = block
-    for i, part in enumerate(parts):
-        info = program.blocks[current]
-        if part not in info.cells:
-            raise UsageError(f"{info.kind} `{current}` has no cell `{part}`", hint=did_you_mean(part, info.cells))
-        if i == len(parts) - 1:
-            return (current, part)
-        rc = program.cells[(current, part)]
-        if rc.ref_target is None:
-            raise UsageError(f"`{'.'.join(parts[: i + 1])}` is not a reference to a block")
-        current = rc.ref_target
-    raise UsageError(f"no cell `{dotted}`")
-
-
-def _integer_quantity(program: Program, key: Key, base: dict) -> bool:
-    rc = program.cells[key]
-    if rc.dim == TOKENS:
-        return True
-    if not (isinstance(rc.dim, Dim) and rc.dim.dimensionless):
-        return False
-    value = base.get(key)
-    if value is None:
-        for cell in rc.shadowed:
-            expr = getattr(cell, "expr", None)
-            value = getattr(expr, "value", None)
-            break
-    return isinstance(value, (int, Fraction)) and Fraction(value).denominator == 1
 
 
 def _relations(expr) -> list:
@@ -229,7 +169,7 @@ def solve(program: Program, block: str, cell: str, symbolic=(), others: bool = T
     base = evaluate(program, _other_unknowns(program, target) if others else {})
     unit = rc.dim.unit() if isinstance(rc.dim, Dim) else None
     solution = Solution(block, cell, unit, rc.dim)
-    feasible = _Feasibility(program, base, target, (block, CONSTRAINT))
+    feasible = Feasibility(program, base, target, (block, CONSTRAINT))
     affected = depends_on(program, target)
     if (block, CONSTRAINT) not in affected or target == (block, CONSTRAINT):
         solution.message = f"`{CONSTRAINT}` does not depend on `{cell}`"
@@ -242,7 +182,7 @@ def solve(program: Program, block: str, cell: str, symbolic=(), others: bool = T
     env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
     zeros = {sym: 0 for sym, value in env.items() if value == 0 and expander.symbols[sym] not in keep}
     bounds = _bounds(constraint.subs(zeros), x, env)
-    integer = _integer_quantity(program, target, base)
+    integer = integer_quantity(program, target, base)
     _answer(solution, bounds, feasible, integer, env, x, {s for s, k in expander.symbols.items() if k in keep})
     _check_requirements(program, solution, feasible, target)
     if solution.value is None and solution.message is None:
@@ -335,7 +275,7 @@ def _answer(solution: Solution, bounds: list, feasible, integer: bool, env: dict
         solution.relaxed = binding[3]
         solution.limits = [(c[2], c[3]) for c in limits if c is not binding]
     if integer:
-        solution.value = _integer_search(feasible, solution.relaxed, solution.direction)
+        solution.value = integer_search(feasible, solution.relaxed, solution.direction)
         if solution.value is not None and solution.value != SEARCH_LIMIT:
             step = 1 if solution.direction == "max" else -1
             neighbour = solution.value + step
@@ -345,7 +285,7 @@ def _answer(solution: Solution, bounds: list, feasible, integer: bool, env: dict
         solution.value = Fraction(str(exact)) if exact.is_Rational else Fraction(solution.relaxed)
         solution.verified = feasible(solution.value)
     else:  # no closed form: find the boundary by bisection on the exact rules
-        solution.value, solution.direction = _real_search(feasible)
+        solution.value, solution.direction = real_search(feasible)
         solution.verified = solution.value is not None
     if solution.value is not None and solution.value == SEARCH_LIMIT:
         solution.value = None
@@ -376,75 +316,6 @@ def _condition_text(condition, env) -> str:
             pass
         condition = condition.subs({sp.Lt(x, sp.oo): sp.true, sp.Lt(-sp.oo, x): sp.true, sp.Lt(0, x): sp.true})
     return sp.sstr(condition)
-
-
-def _integer_search(feasible, relaxed: Optional[float], direction: str) -> Optional[int]:
-    """The largest (direction "max") or smallest ("min") integer n >= 1 that fits.
-
-    Starts at the relaxed answer and gallops, then bisects: the constraint is
-    monotone in n, rounding only moves the boundary by a few steps.
-    """
-    toward = 1 if direction == "max" else -1  # the direction in which n stops fitting
-    if relaxed is not None and relaxed > 0:
-        start = max(int(math.floor(relaxed) if direction == "max" else math.ceil(relaxed)), 1)
-    else:
-        start = 1
-    if feasible(start):
-        good, bad = start, _gallop(feasible, start, toward, want=False)
-    else:
-        bad, good = start, _gallop(feasible, start, -toward, want=True)
-        if good is None:
-            return None
-    if bad is None:
-        return SEARCH_LIMIT if direction == "max" else 1
-    while abs(good - bad) > 1:
-        mid = (good + bad) // 2
-        if feasible(mid):
-            good = mid
-        else:
-            bad = mid
-    return good
-
-
-def _real_search(feasible):
-    """(boundary, direction) of a constraint with no closed form, to about 12 significant digits."""
-    low, high = Fraction(1), Fraction(2)
-    if feasible(low):
-        while feasible(high):
-            low, high = high, high * 2
-            if high > SEARCH_LIMIT:
-                return None, "max"
-        good, bad, direction = low, high, "max"
-    else:
-        while not feasible(high):
-            high *= 2
-            if high > SEARCH_LIMIT:
-                return None, "min"
-        good, bad, direction = high, high / 2, "min"
-    while abs(good - bad) > abs(good) * Fraction(1, 10**12):
-        mid = (good + bad) / 2
-        mid = mid.limit_denominator(10**15)
-        if feasible(mid):
-            good = mid
-        else:
-            bad = mid
-    return good, direction
-
-
-def _gallop(feasible, start: int, step_sign: int, want: bool) -> Optional[int]:
-    """The first n from `start` in doubling steps for which feasible(n) == want, or None."""
-    step = 1
-    while True:
-        n = start + step_sign * step
-        if n < 1:
-            if want:
-                return None
-            return 0  # n = 0 never fits: the boundary is at 1
-        if n > SEARCH_LIMIT:
-            return None
-        if feasible(n) == want:
-            return n
-        step *= 2
 
 
 def _why_not(program: Program, block: str, cell: str, base: dict, constraint, x, env, feasible) -> str:

@@ -80,7 +80,7 @@ def parse_range(text: str, parse_value=parse_bound) -> Axis:
 def prepare(program: Program, block: str, texts: list) -> "CompiledSweep":
     """Check the `--vary` ranges against the block and compile the sweep."""
     from .evaluate import evaluate
-    from .solve import find_key
+    from .search import find_key
     from .units import Dim
 
     axes = [parse_range(text) for text in texts]
@@ -106,7 +106,8 @@ class CompiledSweep:
     def __init__(self, program: Program, block: str, axes: list, values: dict):
         import sympy as sp
 
-        from .symbolic import Expander, depends_on, to_rational
+        from .search import depends_on
+        from .symbolic import Expander, to_rational
 
         self.block = block
         self.axes = axes
@@ -127,7 +128,7 @@ class CompiledSweep:
 
     @staticmethod
     def _key(program: Program, block: str, name: str) -> Key:
-        from .solve import find_key
+        from .search import find_key
 
         return find_key(program, block, name)
 

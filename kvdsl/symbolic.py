@@ -114,19 +114,3 @@ class Expander:
         result = convert(rc.expr, ref)
         self._memo[(key, prefix)] = result
         return result
-
-
-def depends_on(program: Program, target: Key) -> set:
-    """Every cell whose value depends on `target` (including target itself)."""
-    users: dict[Key, list] = {}
-    for key, rc in program.cells.items():
-        if rc.expr is not None and rc.form in ("rule", "require"):
-            for dep in program.dependencies(key):
-                users.setdefault(dep, []).append(key)
-    out, todo = {target}, [target]
-    while todo:
-        for user in users.get(todo.pop(), []):
-            if user not in out:
-                out.add(user)
-                todo.append(user)
-    return out

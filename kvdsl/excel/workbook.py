@@ -27,7 +27,8 @@ import sympy as sp
 from ..display import context_label
 from ..errors import ExportError
 from ..graph import CellRef, Key, Program
-from ..symbolic import Expander, convert, depends_on
+from ..search import depends_on
+from ..symbolic import Expander, convert
 from ..units import BYTES, TOKENS, Dim
 from .printer import excel_formula, excel_text_literal
 
