@@ -419,4 +419,17 @@ def live_form(program: Program, block: str, cell: str):
     expr = combine(*per_relation)
     if isinstance(solution.value, int):
         expr = sp.floor(expr) if solution.direction == "max" else sp.ceiling(expr)
+    _check_live_form(program, block, cell, expr, expander, solution)
     return expr, expander
+
+
+def _check_live_form(program: Program, block: str, cell: str, expr, expander, solution: Solution) -> None:
+    """A formula that would show another number than `eval` is refused, never written."""
+    base = evaluate(program)
+    env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
+    value = _number(expr.subs(env))
+    if value is None or abs(value - float(solution.value)) > 1e-9 * max(1.0, abs(float(solution.value))):
+        raise SolveError(
+            f"cannot write `{block}.{cell} = ?` as a live formula: its closed form gives {value}, but the exact "
+            f"answer is {format_value(solution.value, solution.dim)} (rounding the formula cannot follow)",
+            hint=f"give `{cell}` a value in the spec, or export with --set {block}.{cell}=...")

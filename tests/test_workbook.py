@@ -574,3 +574,27 @@ def test_unknown_cell_recalculates_to_eval(workdir, recalculated):
     count, bad = compare_numeric(wb, blocks)
     assert not bad, bad[:15]
     assert count > 60
+
+
+def test_a_solved_cell_the_formula_cannot_follow_is_refused(tmp_path):
+    """gpus = ? for 16 x 128K on Llama-3.1-70B: the relaxed closed form says 7, the exact answer is 8
+    (at 7 GPUs each holds ceil(8 / 7) = 2 KV heads); the export refuses rather than write a wrong formula."""
+    spec = tmp_path / "gpus.kvspec"
+    spec.write_text(textwrap.dedent(f"""
+        import "{(ROOT / 'specs/models/llama_3_1_70b.kvspec').as_posix()}"
+        import "{(ROOT / 'specs/hardware/h100_sxm.kvspec').as_posix()}"
+        deployment g "gpus" {{
+            model = llama_3_1_70b
+            hardware = h100_sxm
+            batch = 16
+            context = 128K
+            kv_dtype = fp8
+            gpus = ?
+        }}
+        """))
+    assert evaluate_paths([str(spec)])[1][("g", "gpus")] == 8
+    out = tmp_path / "gpus.xlsx"
+    result = CliRunner().invoke(main, ["export", str(spec), "-o", str(out)])
+    assert result.exit_code == 1, result.output
+    assert "cannot write `g.gpus = ?` as a live formula" in result.stderr
+    assert "gpus.kvspec:" in result.stderr and not out.exists()

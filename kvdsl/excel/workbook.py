@@ -247,9 +247,13 @@ class WorkbookWriter:
                 target.value = "=" + self.lookup(rc.ref_expr.key, rc.ref_expr.via)
                 self.formulas += 1
         elif rc.form == "unknown":
+            from ..errors import SolveError
             from ..solve import live_form
 
-            expr, expander = live_form(self.program, key[0], key[1])
+            try:
+                expr, expander = live_form(self.program, key[0], key[1])
+            except SolveError as exc:
+                raise ExportError(exc.message, rc.cell.span, exc.hint) from None
             target.value = self.expanded_formula(expr, expander, {})
             self.formulas += 1
         else:
