@@ -550,8 +550,8 @@ class _Resolver:
         if rc.form == "unknown":
             inherited = self._inherited_dim(rc)
             return inherited if isinstance(inherited, Dim) or inherited == BOOL else NUMBER
+        inherited = self._inherited_dim(rc) if rc.form != "require" else None
         if rc.form == "input" and isinstance(rc.expr, m.Num) and rc.expr.bare:
-            inherited = self._inherited_dim(rc)
             if isinstance(inherited, Dim) and not inherited.dimensionless:
                 rc.expr = dataclasses.replace(rc.expr, dim=inherited, bare=False)
         dim = self._infer(rc.expr)
@@ -560,14 +560,12 @@ class _Resolver:
             if dim not in (BOOL, _ERROR):
                 self.errors.append(DimensionError(f"`require` needs a condition, not {_describe(dim)}", rc.cell.expr.span))
             return dim
-        if rc.shadowed and dim is not _ERROR:
-            inherited = self._inherited_dim(rc)
-            if inherited is not None and inherited != dim:
-                where = rc.cell.expr.span if rc.cell.expr is not None else rc.cell.span
-                self.errors.append(DimensionError(
-                    f"`{rc.name}` is {_describe(inherited)}, but this is {_describe(dim)}", where,
-                    hint=f"`{rc.name}` is defined at {rc.shadowed[0].span}"))
-                return _ERROR
+        if dim is not _ERROR and inherited is not None and inherited != dim:
+            where = rc.cell.expr.span if rc.cell.expr is not None else rc.cell.span
+            self.errors.append(DimensionError(
+                f"`{rc.name}` is {_describe(inherited)}, but this is {_describe(dim)}", where,
+                hint=f"`{rc.name}` is defined at {rc.shadowed[0].span}"))
+            return _ERROR
         return dim
 
     def _infer(self, e):

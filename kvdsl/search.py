@@ -11,7 +11,7 @@ import math
 from fractions import Fraction
 from typing import Optional
 
-from .errors import UsageError, did_you_mean
+from .errors import KvdslError, UsageError, did_you_mean
 from .evaluate import _Unknown, broken_requirements, evaluate_expr
 from .graph import Key, Program
 from .units import TOKENS, Dim
@@ -53,9 +53,7 @@ class Feasibility:
         for key in self.order:
             try:
                 values[key] = evaluate_expr(self.program.cells[key].expr, values)
-            except (_Unknown, ArithmeticError):
-                values[key] = None
-            except Exception:  # an EvaluationError (division by zero) means: not a valid point
+            except (_Unknown, ArithmeticError, ValueError, KvdslError):  # division by zero: not a valid point
                 values[key] = None
         return values
 

@@ -175,9 +175,7 @@ def solve(program: Program, block: str, cell: str, symbolic=(), others: bool = T
         solution.message = f"`{CONSTRAINT}` does not depend on `{cell}`"
         return solution
 
-    x = sp.Symbol(cell, positive=True)
-    expander = Expander(program, stop=lambda key: key not in affected, rename={target: x})
-    constraint = expander.expand((block, CONSTRAINT))
+    x, expander, constraint = _expand_constraint(program, block, cell, affected)
     _check_monotone_form(constraint, x, block, cell)
     env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
     zeros = {sym: 0 for sym, value in env.items() if value == 0 and expander.symbols[sym] not in keep}
@@ -194,6 +192,13 @@ def _condition(relation) -> str:
     if isinstance(relation, (sp.Eq, sp.Ne)):
         return f"{sp.sstr(relation.lhs)} {'==' if isinstance(relation, sp.Eq) else '!='} {sp.sstr(relation.rhs)}"
     return sp.sstr(relation)
+
+
+def _expand_constraint(program: Program, block: str, cell: str, affected: set):
+    """(x, expander, fits): the constraint expanded through the cells that depend on `cell`, now x."""
+    x = sp.Symbol(cell, positive=True)
+    expander = Expander(program, stop=lambda key: key not in affected, rename={(block, cell): x})
+    return x, expander, expander.expand((block, CONSTRAINT))
 
 
 def _check_monotone_form(constraint, x, block: str, cell: str) -> None:
@@ -388,10 +393,7 @@ def live_form(program: Program, block: str, cell: str):
     the floor of the tightest bound, the smallest the ceiling of the loosest.
     """
     target = find_key(program, block, cell)
-    affected = depends_on(program, target)
-    x = sp.Symbol(cell, positive=True)
-    expander = Expander(program, stop=lambda key: key not in affected, rename={target: x})
-    constraint = expander.expand((block, CONSTRAINT))
+    x, expander, constraint = _expand_constraint(program, block, cell, depends_on(program, target))
     solution = solve(program, block, cell)
     if solution.value is None:
         raise SolveError(f"cannot write `{block}.{cell}` as a formula: {solution.message}")
