@@ -249,6 +249,44 @@ def export(paths, out, sets, force):
                f"{written['names']:,} defined names; sheets: {', '.join(written['sheets'])}")
 
 
+@main.command("import")
+@click.argument("source", type=click.Path())
+@click.option("-o", "--out", "out", type=click.Path(), help="The .kvspec to write, or a directory (one NAME.kvspec per config).")
+@click.option("--name", metavar="NAME", help="The model block's name (default: from the model's published name).")
+@click.option("--title", metavar="TITLE", help="The model's title (default: its published name).")
+@click.option("--force", is_flag=True, help="Overwrite files that exist.")
+@click.option("--strict", is_flag=True, help="Refuse to assume anything the config does not say.")
+@reports_errors
+def import_command(source, out, name, title, force, strict):
+    """Turn a published config.json (or a folder of them) into model specs."""
+    from pathlib import Path
+
+    from .files import atomic_writer, check_writable
+    from .hf import config_files, import_all
+
+    files = config_files(source)
+    if len(files) > 1 and (name or title):
+        raise UsageError("--name and --title name one model: import a folder without them")
+    models = import_all(files, name, title, strict)
+    for model in models:
+        for assumption in model.assumptions:
+            click.echo(assumption.render(), err=True)
+    if out is None:
+        click.echo("\n".join(model.render() for model in models), nl=False)
+        return
+    folder = Path(out).is_dir()
+    if len(files) > 1 and not folder:
+        raise UsageError(f"-o must name an existing directory when importing a folder, not `{out}`")
+    targets = [Path(out) / f"{m.name}.kvspec" if folder else Path(out) for m in models]
+    for target in targets:
+        check_writable(target, force)
+    for model, target in zip(models, targets):
+        with atomic_writer(target, force=force) as stream:
+            stream.write(model.render())
+        click.echo(f"wrote {target}: model {model.name} ({len(model.cells) + 1} cells, "
+                   f"{model.params.total / 1e9:.2f}B parameters)", err=True)
+
+
 def _model_settings(paths, settings):
     """Table settings apply to the models, not to deployments."""
     from .api import Setting, build_program

@@ -68,6 +68,7 @@ class KvdslError(Exception):
     """The root of every error kvdsl reports to a user."""
 
     kind = "error"
+    severity = "error"  # "warning" for a notice that does not stop the run
 
     def __init__(self, message: str, span: Optional[Span] = None, hint: Optional[str] = None):
         message, hint = _clip(message), _clip(hint)
@@ -79,10 +80,10 @@ class KvdslError(Exception):
     def render(self) -> str:
         """The message as `path:line:col: error: ...`, the line, a caret and a hint."""
         if self.span is None:
-            out = [f"error: {self.message}"]
+            out = [f"{self.severity}: {self.message}"]
         else:
             where = self.span.path if self.span.path.startswith(SETTING_PREFIX) else str(self.span)
-            out = [f"{where}: error: {self.message}"]
+            out = [f"{where}: {self.severity}: {self.message}"]
             line = source_line(self.span)
             if line is not None:
                 text = line.expandtabs(1) if "\t" in line else line
@@ -158,6 +159,16 @@ class SolveError(KvdslError):
 
 class ExportError(KvdslError):
     """A workbook that cannot be written as asked."""
+
+
+class ConfigError(KvdslError):
+    """A config.json that cannot become a model spec: bad JSON, wrong types, absurd values."""
+
+
+class ConfigAssumption(KvdslError):
+    """Something `kvdsl import` had to assume; an error under --strict, a warning otherwise."""
+
+    severity = "warning"
 
 
 class ErrorList(KvdslError):

@@ -1,0 +1,874 @@
+"""`kvdsl import`: a published Hugging Face config.json becomes a model spec.
+
+The importer reads the config's facts (layers, heads, KV heads, head sizes,
+MLA ranks, windows and layer patterns, state-space sizes, experts), counts the
+parameters (`kvdsl.params`) and writes one `model` block whose every cell
+names the config key it came from.  What it has to assume (a key left at the
+library default, an unrecognised architecture) is reported as a warning and
+written into the spec's header; `strict=True` turns each into an error.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .errors import ConfigAssumption, ConfigError, KvdslError, Span, UsageError, raise_all, remember_source
+from .params import Attention, Layer, Mlp, ParamCount, Shape, StateSpace, count_params
+
+MAX_SIZE = 1 << 40          # any dimension beyond this is junk, not a model
+MAX_LAYERS = 100_000
+KEYWORDS = {"import", "require", "extends", "defaults", "if", "then", "else", "and", "or", "not", "true", "false"}
+
+
+@dataclass(frozen=True)
+class Family:
+    """What kvdsl knows of one `model_type`: its name and its library defaults."""
+
+    label: str
+    tied: bool = False            # tie_word_embeddings when the config leaves it out
+    defaults: tuple = ()          # (key, value) the library uses when the key is absent
+
+
+GEMMA3_TEXT_DEFAULTS = (
+    ("vocab_size", 262208), ("hidden_size", 2304), ("intermediate_size", 9216), ("num_hidden_layers", 26),
+    ("num_attention_heads", 8), ("num_key_value_heads", 4), ("head_dim", 256), ("max_position_embeddings", 131072),
+    ("sliding_window", 4096), ("sliding_window_pattern", 6),
+)
+
+FAMILIES = {
+    "llama": Family("Llama"),
+    "mistral": Family("Mistral"),
+    "mixtral": Family("Mixtral"),
+    "qwen2": Family("Qwen2"),
+    "qwen2_moe": Family("Qwen2-MoE"),
+    "qwen3": Family("Qwen3"),
+    "qwen3_moe": Family("Qwen3-MoE"),
+    "qwen3_next": Family("Qwen3-Next", defaults=(("full_attention_interval", 4), ("linear_conv_kernel_dim", 4))),
+    "glm4_moe": Family("GLM-4.5"),
+    "deepseek_v2": Family("DeepSeek-V2"),
+    "deepseek_v3": Family("DeepSeek-V3"),
+    "kimi_k2": Family("Kimi K2"),
+    "gpt_oss": Family("gpt-oss"),
+    "gemma": Family("Gemma", tied=True),
+    "gemma2": Family("Gemma 2", tied=True),
+    "gemma3_text": Family("Gemma 3", tied=True, defaults=GEMMA3_TEXT_DEFAULTS),
+    "mamba": Family("Mamba", tied=True),
+    "mamba2": Family("Mamba-2", defaults=(("n_groups", 1), ("conv_kernel", 4), ("expand", 2))),
+    "jamba": Family("Jamba", defaults=(("attn_layer_period", 8), ("attn_layer_offset", 4), ("expert_layer_period", 2),
+                                        ("expert_layer_offset", 1), ("mamba_d_state", 16), ("mamba_d_conv", 4), ("mamba_expand", 2))),
+    "nemotron_h": Family("Nemotron-H", defaults=(("n_groups", 8), ("conv_kernel", 4))),
+    "phi3": Family("Phi-3"),
+    "falcon": Family("Falcon", tied=True),
+}
+
+ARCHITECTURES = {  # configs without model_type still name their class
+    "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "MixtralForCausalLM": "mixtral",
+    "Qwen2ForCausalLM": "qwen2", "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3_moe", "Qwen3NextForCausalLM": "qwen3_next", "Glm4MoeForCausalLM": "glm4_moe",
+    "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3", "GptOssForCausalLM": "gpt_oss",
+    "GemmaForCausalLM": "gemma", "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
+    "Gemma3ForConditionalGeneration": "gemma3_text", "MambaForCausalLM": "mamba", "Mamba2ForCausalLM": "mamba2",
+    "JambaForCausalLM": "jamba", "NemotronHForCausalLM": "nemotron_h", "Phi3ForCausalLM": "phi3",
+    "FalconForCausalLM": "falcon", "RWForCausalLM": "falcon",
+}
+
+DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
+SSM_FAMILIES = {"mamba", "mamba2"}
+MLA_FAMILIES = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
+
+
+# ---------------------------------------------------------------- reading
+
+class Findings:
+    """Errors and assumptions of one import, in the order they were found."""
+
+    def __init__(self, strict: bool):
+        self.strict = strict
+        self.errors: list[KvdslError] = []
+        self.assumptions: list[ConfigAssumption] = []
+
+    def error(self, message: str, span: Span, hint: Optional[str] = None) -> None:
+        self.errors.append(ConfigError(message, span, hint))
+
+    def assume(self, message: str, span: Span) -> None:
+        if any(found.message == message for found in self.errors + self.assumptions):
+            return
+        if self.strict:
+            self.errors.append(ConfigError(message, span, hint="without --strict this is a warning and the spec says what was assumed"))
+        else:
+            self.assumptions.append(ConfigAssumption(message, span))
+
+
+class _Invalid(Exception):
+    """A value already reported; the import stops once every error is collected."""
+
+
+class Config:
+    """One JSON object of a config.json, able to point at its keys in the text."""
+
+    def __init__(self, path: str, text: str, data: dict, findings: Findings, prefix: str = "", start: int = 0,
+                 family: Optional[Family] = None):
+        self.path, self.text, self.data, self.findings = path, text, data, findings
+        self.prefix, self.start, self.family = prefix, start, family
+
+    def child(self, key: str) -> "Config":
+        span_at = self._offset(key)
+        return Config(self.path, self.text, self.data[key], self.findings, f"{self.prefix}{key}.", span_at or self.start)
+
+    # -- positions --
+    def _offset(self, key: str) -> Optional[int]:
+        match = re.compile(r'"%s"\s*:' % re.escape(key)).search(self.text, self.start)
+        return match.start() if match else None
+
+    def span(self, key: Optional[str] = None) -> Span:
+        """The key in the file, or the object's opening brace when the key is absent."""
+        offset = self._offset(key) if key is not None else None
+        length = len(key) + 2 if offset is not None else 1
+        if offset is None:
+            offset = self.text.find("{", self.start)
+            offset = max(offset, 0)
+        line = self.text.count("\n", 0, offset) + 1
+        column = offset - (self.text.rfind("\n", 0, offset) + 1) + 1
+        return Span(self.path, line, column, line, column + length)
+
+    def name(self, key: str) -> str:
+        return f"{self.prefix}{key}"
+
+    # -- values --
+    def has(self, key: str) -> bool:
+        return self.data.get(key) is not None
+
+    def first(self, *keys: str) -> Optional[str]:
+        """The first of `keys` the config sets (not null)."""
+        return next((k for k in keys if self.has(k)), None)
+
+    def default(self, key: str):
+        for name, value in (self.family.defaults if self.family else ()):
+            if name == key:
+                return value
+        return None
+
+    def integer(self, key: str, *aliases: str, minimum: int = 1, required: bool = True, fallback=None, why: str = "") -> Optional[int]:
+        """A whole number from `key` (or an alias); library defaults and fallbacks are reported as assumptions."""
+        found = self.first(key, *aliases)
+        if found is None:
+            value = self.default(key)
+            if value is not None:
+                self.findings.assume(f"`{self.name(key)}` is not set: using the {self.family.label} library default {value}", self.span())
+                return value
+            if fallback is not None:
+                self.findings.assume(f"`{self.name(key)}` is not set: {why or f'assuming {fallback}'}", self.span())
+                return fallback
+            if required:
+                self.findings.error(f"`{self.name(key)}` is missing", self.span(), hint=why or None)
+                raise _Invalid
+            return None
+        return self._whole(found, minimum)
+
+    def _whole(self, key: str, minimum: int) -> int:
+        value = self.data[key]
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
+            self.findings.error(f"`{self.name(key)}` must be a whole number, not {json.dumps(value)[:40]}", self.span(key))
+            raise _Invalid
+        value = int(value)
+        limit = MAX_LAYERS if "layer" in key else MAX_SIZE
+        if value < minimum or value > limit:
+            bound = f"at least {minimum}" if value < minimum else f"at most {limit:,}"
+            self.findings.error(f"`{self.name(key)}` is {value}: it must be {bound}", self.span(key))
+            raise _Invalid
+        return value
+
+    def flag(self, key: str, default: bool) -> bool:
+        if not self.has(key):
+            return default
+        value = self.data[key]
+        if not isinstance(value, bool):
+            self.findings.error(f"`{self.name(key)}` must be true or false, not {json.dumps(value)[:40]}", self.span(key))
+            raise _Invalid
+        return value
+
+    def string(self, key: str) -> Optional[str]:
+        if not self.has(key):
+            return None
+        value = self.data[key]
+        if not isinstance(value, str):
+            self.findings.error(f"`{self.name(key)}` must be a string, not {json.dumps(value)[:40]}", self.span(key))
+            raise _Invalid
+        return value
+
+    def items(self, key: str, kind: type) -> Optional[list]:
+        if not self.has(key):
+            return None
+        value = self.data[key]
+        if not isinstance(value, list) or not all(isinstance(v, kind) and not isinstance(v, bool) for v in value):
+            what = "strings" if kind is str else "whole numbers"
+            self.findings.error(f"`{self.name(key)}` must be a list of {what}", self.span(key))
+            raise _Invalid
+        return value
+
+
+def read_config(path: str, findings: Findings) -> Config:
+    """Parse a config.json; bad JSON or a non-object is a positioned error."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"`{path}` is not UTF-8 text: a config.json is JSON") from None
+    except OSError as exc:
+        raise UsageError(f"cannot read `{path}`: {exc.strerror or exc}") from None
+    remember_source(path, text)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        span = Span(path, exc.lineno, exc.colno, exc.lineno, exc.colno + 1)
+        raise ConfigError(f"invalid JSON: {exc.msg}", span) from None
+    except RecursionError:
+        raise ConfigError(f"`{path}` nests too deeply to be a config.json") from None
+    if not isinstance(data, dict):
+        kind = {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(data), "a number")
+        raise ConfigError(f"a config.json holds one JSON object, not {kind}", Span(path, 1, 1, 1, 2))
+    return Config(path, text, data, findings)
+
+
+# ---------------------------------------------------------------- the spec
+
+@dataclass
+class SpecCell:
+    name: str
+    value: str
+    comment: str = ""
+
+
+@dataclass
+class ImportedModel:
+    """One model block as `kvdsl import` writes it."""
+
+    name: str
+    title: str
+    source: str
+    family: str
+    cells: list[SpecCell] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    assumptions: list[ConfigAssumption] = field(default_factory=list)
+    params: Optional[ParamCount] = None
+    window: Optional[int] = None
+    weight_dtype: str = "bf16"
+    weight_comment: str = ""
+    expert_dtype: Optional[str] = None
+
+    def add(self, name: str, value, comment: str = "") -> None:
+        self.cells.append(SpecCell(name, str(value), comment))
+
+    def value(self, name: str) -> Optional[str]:
+        return next((c.value for c in self.cells if c.name == name), None)
+
+    def render(self) -> str:
+        """The kvspec text: a header of notes and assumptions, then the block."""
+        lines = [f"# {self.title} ({self.family} architecture), imported from {self.source} by `kvdsl import`."]
+        lines += [f"# {note}" for note in self.notes]
+        lines += [f"# assumed: {a.message}" for a in self.assumptions]
+        lines.append(f'model {self.name} "{_quote(self.title)}" {{')
+        lines.append(f'    source = "{_quote(self.source)}"')
+        for cell in self.cells:
+            text = f"    {cell.name} = {cell.value}"
+            lines.append(f"{text:<30} # {cell.comment}" if cell.comment else text)
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+def _quote(text: str) -> str:
+    return "".join(ch if ch.isprintable() and ch not in '"\\' else "_" for ch in text)
+
+
+def block_name(title: str) -> str:
+    """A kvspec block name from a model's name: `Llama-3.1-8B` -> `llama_3_1_8b`."""
+    name = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_") or "model"
+    if name[0].isdigit():
+        name = "m_" + name
+    return name + "_model" if name in KEYWORDS else name
+
+
+def published_name(config: Config) -> tuple[str, str]:
+    """(repository id, display title) from `_name_or_path` or an `org__Model.json` file name."""
+    named = config.data.get("_name_or_path")
+    if isinstance(named, str) and named.strip() and not named.startswith(("/", ".")):
+        repo = named.strip().rstrip("/")
+    else:
+        stem = Path(config.path).stem
+        repo = stem.replace("__", "/", 1) if "__" in stem else stem
+        if stem == "config":
+            repo = Path(config.path).resolve().parent.name or "model"
+    return repo, repo.split("/")[-1]
+
+
+# ---------------------------------------------------------------- import
+
+def import_config(path: str, name: Optional[str] = None, title: Optional[str] = None, strict: bool = False) -> ImportedModel:
+    """Read one config.json and return its model spec; raise every error found together."""
+    findings = Findings(strict)
+    root = read_config(path, findings)
+    try:
+        imported = _import(root, findings, name, title)
+    except _Invalid:
+        imported = None
+    raise_all(findings.errors)
+    assert imported is not None
+    imported.assumptions = findings.assumptions
+    return imported
+
+
+WHOLE_NUMBER_KEYS = {  # key -> smallest sensible value; checked up front so every bad one is reported
+    "num_hidden_layers": 1, "n_layer": 1, "hidden_size": 1, "num_attention_heads": 1, "n_head": 1,
+    "num_key_value_heads": 1, "head_dim": 1, "intermediate_size": 1, "vocab_size": 1, "max_position_embeddings": 1,
+    "sliding_window": 1, "kv_lora_rank": 1, "qk_rope_head_dim": 0, "qk_nope_head_dim": 1, "v_head_dim": 1,
+    "q_lora_rank": 1, "moe_intermediate_size": 1, "num_experts": 0, "n_routed_experts": 0, "num_local_experts": 0,
+    "num_experts_per_tok": 1, "state_size": 1, "conv_kernel": 1, "ssm_state_size": 1,
+}
+
+
+def _check_whole_numbers(config: Config) -> None:
+    for key, minimum in WHOLE_NUMBER_KEYS.items():
+        if config.has(key):
+            try:
+                config._whole(key, minimum)
+            except _Invalid:
+                pass
+    if config.findings.errors:
+        raise _Invalid
+
+
+def _import(root: Config, findings: Findings, name: Optional[str], title: Optional[str]) -> ImportedModel:
+    config, nested = _language_model(root)
+    _check_whole_numbers(config)
+    model_type = _model_type(root, config)
+    repo, published = published_name(root)
+    title = title or published
+    if name is not None and (not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) or name in KEYWORDS):
+        raise UsageError(f"--name `{name}` is not a kvspec name: letters, digits and `_`, not starting with a digit, not a keyword")
+    family = FAMILIES.get(model_type)
+    config.family = family
+    label = family.label if family else f"`{model_type}`" if model_type else "an unnamed architecture"
+    out = ImportedModel(name or block_name(title), title, f"{repo} config.json ({Path(root.path).name})", label)
+    if nested:
+        out.notes.append("The language model is read from `text_config`; the vision encoder is not counted in `params`.")
+    mtp = root.data.get("num_nextn_predict_layers")
+    if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0:
+        out.notes.append(f"The {mtp} multi-token-prediction layer(s) (num_nextn_predict_layers) are not counted: "
+                         "serving loads them only for speculative decoding.")
+    if family is None:
+        what = f"model_type `{model_type}` is not one kvdsl knows" if model_type else "no `model_type` or known `architectures`"
+        findings.assume(f"{what}: read as a generic decoder (num_hidden_layers, num_attention_heads, "
+                        "num_key_value_heads, head_dim, hidden_size, intermediate_size)", root.span("model_type"))
+    layers = config.integer("num_hidden_layers", "n_layer", "num_layers")
+    hidden = config.integer("hidden_size", "d_model", "n_embd")
+    kinds = _layer_kinds(config, model_type, layers, out)
+    mixers = _facts(config, model_type, layers, hidden, kinds, out)
+    _weights_dtype(root, config, out)
+    shape = Shape(config.integer("vocab_size"), hidden, _tied(root, config, family), mixers,
+                  norm_bias=model_type == "falcon")
+    out.params = count_params(shape)
+    _params_cell(out, shape)
+    return out
+
+
+def _language_model(root: Config) -> tuple[Config, bool]:
+    if isinstance(root.data.get("text_config"), dict):
+        return root.child("text_config"), True
+    return root, False
+
+
+def _model_type(root: Config, config: Config) -> Optional[str]:
+    model_type = config.string("model_type") or root.string("model_type")
+    if config is not root and model_type == "gemma3":
+        model_type = "gemma3_text"
+    if model_type in FAMILIES:
+        return model_type
+    architectures = root.items("architectures", str) or []
+    for arch in architectures:
+        if arch in ARCHITECTURES:
+            return ARCHITECTURES[arch]
+    return model_type
+
+
+def _tied(root: Config, config: Config, family: Optional[Family]) -> bool:
+    for c in (config, root):
+        if c.has("tie_word_embeddings"):
+            return c.flag("tie_word_embeddings", False)
+    return family.tied if family else False
+
+
+# -- layer kinds ------------------------------------------------------------
+
+def _layer_kinds(config: Config, model_type: Optional[str], layers: int, out: ImportedModel) -> list[str]:
+    """One kind per layer: `full`, `sliding`, `ssm` or `mlp`; sets `window` on `out` when there is one."""
+    window = None
+    kinds: list[str]
+    if config.has("layer_types"):
+        names = config.items("layer_types", str)
+        mapping = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "ssm", "mamba": "ssm",
+                   "attention": "full", "chunked_attention": "full"}
+        unknown = sorted({n for n in names if n not in mapping})
+        if unknown:
+            config.findings.error(f"`{config.name('layer_types')}` has layer types kvdsl does not know: {', '.join(unknown)}",
+                                  config.span("layer_types"), hint="known: " + ", ".join(sorted(mapping)))
+            raise _Invalid
+        if len(names) != layers:
+            config.findings.error(f"`{config.name('layer_types')}` lists {len(names)} layers but `num_hidden_layers` is {layers}",
+                                  config.span("layer_types"))
+            raise _Invalid
+        kinds = [mapping[n] for n in names]
+        source = "layer_types"
+    elif model_type == "gemma2":
+        kinds = ["sliding" if i % 2 == 0 else "full" for i in range(layers)]
+        source = "Gemma 2 alternates local (sliding) and global layers, starting with a local one (set by the model code)"
+    elif model_type == "gemma3_text":
+        pattern = config.integer("sliding_window_pattern")
+        kinds = ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)]
+        source = f"Gemma 3: every {pattern}th layer global, the others local (sliding_window_pattern {pattern})"
+    elif model_type in SSM_FAMILIES:
+        kinds = ["ssm"] * layers
+        source = "every layer a state-space (Mamba) layer"
+    elif model_type == "jamba":
+        period, offset = config.integer("attn_layer_period"), config.integer("attn_layer_offset", minimum=0)
+        kinds = ["full" if i % period == offset else "ssm" for i in range(layers)]
+        source = f"attention where layer % attn_layer_period ({period}) == attn_layer_offset ({offset}), Mamba elsewhere"
+    elif model_type == "nemotron_h":
+        kinds = _nemotron_kinds(config, layers)
+        source = "hybrid_override_pattern (M = Mamba-2, * = attention, - = MLP, E = MoE)"
+    elif model_type == "qwen3_next":
+        interval = config.integer("full_attention_interval")
+        kinds = ["full" if (i + 1) % interval == 0 else "ssm" for i in range(layers)]
+        source = f"every {interval}th layer full attention, the others gated delta-net (linear attention)"
+    else:
+        kinds, source = _window_layers(config, model_type, layers)
+    if "sliding" in kinds:
+        window = config.integer("sliding_window", "sliding_window_size", "attention_window_size")
+        out.notes.append(f"Layers: {source}; window {window:,} tokens.")
+    elif source:
+        out.notes.append(f"Layers: {source}.")
+    out.window = window
+    return kinds
+
+
+def _window_layers(config: Config, model_type: Optional[str], layers: int) -> tuple[list[str], str]:
+    """Mistral-style: a `sliding_window` on every layer; Qwen: only when `use_sliding_window`, above max_window_layers."""
+    if not config.has("sliding_window"):
+        return ["full"] * layers, ""
+    if model_type in {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}:
+        if not config.flag("use_sliding_window", False):
+            return ["full"] * layers, "`sliding_window` is set but `use_sliding_window` is false: no window applies"
+        first = config.integer("max_window_layers", minimum=0, required=False)
+        first = layers if first is None else min(first, layers)
+        return ["full"] * first + ["sliding"] * (layers - first), f"full attention below max_window_layers ({first}), sliding above"
+    return ["sliding"] * layers, "`sliding_window` on every layer"
+
+
+def _nemotron_kinds(config: Config, layers: int) -> list[str]:
+    pattern = config.string("hybrid_override_pattern")
+    if pattern is None:
+        config.findings.error(f"`{config.name('hybrid_override_pattern')}` is missing: it says which layers are Mamba and which attention",
+                              config.span())
+        raise _Invalid
+    mapping = {"M": "ssm", "*": "full", "-": "mlp", "E": "mlp"}
+    bad = sorted(set(pattern) - set(mapping))
+    if bad or len(pattern) != layers:
+        problem = f"has characters kvdsl does not know: {' '.join(bad)}" if bad else f"has {len(pattern)} layers but `num_hidden_layers` is {layers}"
+        config.findings.error(f"`{config.name('hybrid_override_pattern')}` {problem}", config.span("hybrid_override_pattern"))
+        raise _Invalid
+    return [mapping[ch] for ch in pattern]
+
+
+def layer_pattern(kinds: list[str], window: Optional[int]) -> str:
+    """A compact kvspec pattern: `[sliding(128), full] * 12`, `[[sliding(1024)] * 5, full] * 10 + [sliding(1024)] * 2`."""
+    words = [f"sliding({window})" if k == "sliding" else k for k in kinds]
+    n = len(words)
+    for period in range(1, n + 1):
+        unit = words[:period]
+        repeats = n // period
+        rest = words[repeats * period:]
+        if words[: repeats * period] == unit * repeats and rest == unit[: len(rest)]:
+            break
+    terms = [_runs(unit, repeats)]
+    if rest:
+        terms.append(_runs(rest, 1))
+    return " + ".join(terms)
+
+
+def _runs(words: list[str], repeats: int) -> str:
+    groups: list[tuple[str, int]] = []
+    for w in words:
+        if groups and groups[-1][0] == w:
+            groups[-1] = (w, groups[-1][1] + 1)
+        else:
+            groups.append((w, 1))
+    if len(groups) == 1:
+        word, count = groups[0]
+        return f"[{word}] * {count * repeats}" if count * repeats > 1 else f"[{word}]"
+    if repeats > 1:
+        inner = ", ".join(w if c == 1 else f"[{w}] * {c}" for w, c in groups)
+        return f"[{inner}] * {repeats}"
+    terms, singles = [], []
+    for w, c in groups:  # no repetition: a sum of runs, singles listed together
+        if c == 1:
+            singles.append(w)
+            continue
+        if singles:
+            terms.append(f"[{', '.join(singles)}]")
+            singles = []
+        terms.append(f"[{w}] * {c}")
+    if singles:
+        terms.append(f"[{', '.join(singles)}]")
+    return " + ".join(terms)
+
+
+# -- the facts ----------------------------------------------------------------
+
+def _facts(config: Config, model_type: Optional[str], layers: int, hidden: int, kinds: list[str], out: ImportedModel) -> list[Layer]:
+    """Write the shape cells onto `out` and return the layers for the parameter count."""
+    counts = {k: kinds.count(k) for k in ("full", "sliding", "ssm", "mlp")}
+    if counts["full"] == layers:
+        out.add("layers", layers, config.name("num_hidden_layers"))
+    else:
+        out.add("layer_kinds", layer_pattern(kinds, out.window), _kinds_comment(counts, out.window))
+        out.add("layers", layers, f"{config.name('num_hidden_layers')} (checked against the pattern)")
+    attention = None
+    if counts["full"] + counts["sliding"]:
+        attention = _attention(config, model_type, hidden, out)
+    else:
+        out.add("heads", 0, "no attention layers")
+        out.add("kv_heads", 0)
+        out.add("head_dim", 0)
+    ssm = _state_space(config, model_type, hidden, out) if counts["ssm"] else None
+    context = config.integer("max_position_embeddings", "n_positions", "max_sequence_length", required=False)
+    if context is not None:
+        out.add("context_limit", context, config.name("max_position_embeddings"))
+    elif counts["ssm"] == layers:
+        config.findings.assume("`max_position_embeddings` is not set: a state-space model has no position limit; "
+                               "context_limit = 1M", config.span())
+        out.add("context_limit", "1M", "assumed: no position limit")
+    else:
+        config.findings.assume("`max_position_embeddings` is not set: context_limit stays at kvdsl's default (128K)", config.span())
+    out.add("hidden_size", hidden, config.name("hidden_size"))
+    out.add("vocab_size", config.integer("vocab_size"), config.name("vocab_size"))
+    mlps = _mlps(config, model_type, layers, hidden, kinds, out)
+    norms = _norms_per_layer(config, model_type)
+    mixers = {"full": attention, "sliding": attention, "ssm": ssm, "mlp": None}
+    return [Layer(mixers[kind], mlp, norms) for kind, mlp in zip(kinds, mlps)]
+
+
+def _norms_per_layer(config: Config, model_type: Optional[str]) -> int:
+    """Hidden-size norms in each layer of the family's implementation."""
+    if model_type in {"gemma2", "gemma3_text"}:
+        return 4                  # before and after both attention and MLP
+    if model_type in {"mamba", "mamba2", "nemotron_h"}:
+        return 1                  # one norm per block
+    if model_type == "falcon" and not config.flag("new_decoder_architecture", False):
+        return 1 if config.flag("parallel_attn", True) else 2
+    return 2
+
+
+def _kinds_comment(counts: dict, window: Optional[int]) -> str:
+    parts = [f"{counts['full']} full"] if counts["full"] else []
+    if counts["sliding"]:
+        parts.append(f"{counts['sliding']} sliding ({window:,})")
+    if counts["ssm"]:
+        parts.append(f"{counts['ssm']} state-space")
+    if counts["mlp"]:
+        parts.append(f"{counts['mlp']} MLP-only")
+    return ", ".join(parts)
+
+
+def _attention(config: Config, model_type: Optional[str], hidden: int, out: ImportedModel) -> Attention:
+    heads = config.integer("num_attention_heads", "n_head", "num_heads")
+    out.add("heads", heads, config.name("num_attention_heads"))
+    if model_type in MLA_FAMILIES or config.has("kv_lora_rank"):
+        return _mla(config, heads, hidden, out)
+    kv_heads, kv_comment = _kv_heads(config, model_type, heads)
+    out.add("kv_heads", kv_heads, kv_comment)
+    if config.has("head_dim") or config.default("head_dim") is not None:
+        head_dim = config.integer("head_dim")
+        comment = config.name("head_dim") + (" (explicit)" if config.has("head_dim") and head_dim * heads != hidden else "")
+    else:
+        key = config.name("attention_head_dim") if config.has("attention_head_dim") else None
+        if key:
+            head_dim = config.integer("attention_head_dim")
+            comment = key
+        else:
+            if hidden % heads:
+                config.findings.error(f"`{config.name('hidden_size')}` {hidden} is not a multiple of `{config.name('num_attention_heads')}` {heads}, "
+                                      "and `head_dim` is not given", config.span("hidden_size"))
+                raise _Invalid
+            head_dim = hidden // heads
+            comment = f"hidden_size / num_attention_heads = {hidden} / {heads}"
+    out.add("head_dim", head_dim, comment)
+    if kv_heads > heads or heads % kv_heads:
+        config.findings.error(f"`{config.name('num_attention_heads')}` {heads} is not a multiple of the {kv_heads} KV heads",
+                              config.span("num_key_value_heads"))
+        raise _Invalid
+    bias = config.flag("attention_bias", model_type == "gpt_oss") or config.flag("bias", False)
+    qkv_bias = bias or model_type in {"qwen2", "qwen2_moe"} or config.flag("qkv_bias", False)
+    o_bias = bias and model_type not in {"glm4_moe"}
+    qk_norm = model_type in {"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text"} or config.flag("use_qk_norm", False)
+    return Attention(heads, kv_heads, head_dim, qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=qk_norm,
+                     sinks=model_type == "gpt_oss", gated_query=model_type == "qwen3_next")
+
+
+def _kv_heads(config: Config, model_type: Optional[str], heads: int) -> tuple[int, str]:
+    if model_type == "falcon":
+        if config.flag("new_decoder_architecture", False):
+            return config.integer("num_kv_heads", "n_head_kv"), f"{config.name('num_kv_heads')} (new_decoder_architecture)"
+        if config.flag("multi_query", True):
+            return 1, "multi_query: one KV head"
+        return heads, "multi_query false: one KV head per query head"
+    key = config.first("num_key_value_heads", "num_kv_heads", "n_head_kv")
+    if key is None and config.default("num_key_value_heads") is not None:
+        return config.integer("num_key_value_heads"), config.name("num_key_value_heads") + " (library default)"
+    if key is None:
+        config.findings.assume(f"`{config.name('num_key_value_heads')}` is not set: multi-head attention, one KV head per query head",
+                               config.span())
+        return heads, "assumed MHA: num_key_value_heads not set"
+    return config.integer(key), config.name(key)
+
+
+def _mla(config: Config, heads: int, hidden: int, out: ImportedModel) -> Attention:
+    kv_heads = config.integer("num_key_value_heads", required=False) or heads
+    out.add("kv_heads", kv_heads, f"{config.name('num_key_value_heads')}: not what MLA caches, unused")
+    nope = config.integer("qk_nope_head_dim")
+    rope = config.integer("qk_rope_head_dim")
+    rank = config.integer("kv_lora_rank")
+    out.add("head_dim", nope, f"{config.name('qk_nope_head_dim')}, for the MHA comparison")
+    out.add("kv_lora_rank", rank, config.name("kv_lora_rank"))
+    out.add("rope_head_dim", rope, config.name("qk_rope_head_dim"))
+    out.notes.append(f"MLA: each layer caches one {rank}-element latent plus a {rope}-element RoPE key per token "
+                     f"({rank + rope} elements, no factor 2); num_key_value_heads ({kv_heads}) is not what it caches.")
+    q_rank = config.integer("q_lora_rank", required=False) or 0
+    v_head = config.integer("v_head_dim", required=False) or nope
+    return Attention(heads, kv_heads, nope, v_head_dim=v_head, kv_lora_rank=rank, q_lora_rank=q_rank,
+                     qk_nope_head_dim=nope, qk_rope_head_dim=rope)
+
+
+def _state_space(config: Config, model_type: Optional[str], hidden: int, out: ImportedModel) -> StateSpace:
+    """The constant per-sequence state of Mamba-1, Mamba-2 and gated delta-net layers."""
+    if model_type == "jamba":
+        expand, state, kernel = config.integer("mamba_expand"), config.integer("mamba_d_state"), config.integer("mamba_d_conv")
+        inner = expand * hidden
+        out.add("ssm_inner", inner, f"mamba_expand {expand} x hidden_size {hidden}")
+        out.add("ssm_state_size", state, config.name("mamba_d_state"))
+        out.add("ssm_conv_kernel", kernel, config.name("mamba_d_conv"))
+        dt_rank = config.integer("mamba_dt_rank", required=False) or -(-hidden // 16)
+        return StateSpace("mamba", inner, state, kernel, dt_rank=dt_rank, conv_bias=config.flag("mamba_conv_bias", True),
+                          proj_bias=config.flag("mamba_proj_bias", False), inner_norms=True)
+    if model_type == "qwen3_next":
+        v_heads, k_heads = config.integer("linear_num_value_heads"), config.integer("linear_num_key_heads")
+        k_dim, v_dim = config.integer("linear_key_head_dim"), config.integer("linear_value_head_dim")
+        kernel = config.integer("linear_conv_kernel_dim")
+        inner = v_heads * v_dim
+        out.add("ssm_inner", inner, f"linear_num_value_heads {v_heads} x linear_value_head_dim {v_dim}")
+        out.add("ssm_state_size", k_dim, "linear_key_head_dim: the delta-net state is value x key per head")
+        out.add("ssm_conv_kernel", kernel, config.name("linear_conv_kernel_dim"))
+        out.add("ssm_conv_channels", 2 * k_heads * k_dim + inner, "queries and keys (2 x linear_num_key_heads x linear_key_head_dim) plus values")
+        return StateSpace("gated_deltanet", inner, k_dim, kernel, heads=v_heads, key_heads=k_heads)
+    state = config.integer("state_size", "ssm_state_size", "d_state")
+    kernel = config.integer("conv_kernel", "d_conv")
+    if model_type in ("mamba2", "nemotron_h"):
+        heads = config.integer("mamba_num_heads", "num_heads")
+        head_dim = config.integer("mamba_head_dim", "head_dim")
+        groups = config.integer("n_groups")
+        inner = heads * head_dim
+        out.add("ssm_inner", inner, f"Mamba-2 heads {heads} x head dim {head_dim}")
+        out.add("ssm_state_size", state, config.name(config.first("ssm_state_size", "state_size") or "state_size"))
+        out.add("ssm_conv_kernel", kernel, config.name("conv_kernel"))
+        out.add("ssm_conv_channels", inner + 2 * groups * state, f"ssm_inner + 2 x n_groups {groups} x state size (B and C)")
+        return StateSpace("mamba2", inner, state, kernel, heads=heads, groups=groups, conv_bias=config.flag("use_conv_bias", True),
+                          proj_bias=config.flag("use_bias", False))
+    if config.has("intermediate_size"):
+        inner = config.integer("intermediate_size")
+        comment = config.name("intermediate_size") + (f" (expand {config.data['expand']} x hidden_size {hidden})" if config.has("expand") else "")
+    else:
+        expand = config.integer("expand")
+        inner, comment = expand * hidden, f"expand {expand} x hidden_size {hidden}"
+    out.add("ssm_inner", inner, comment)
+    out.add("ssm_state_size", state, config.name("state_size"))
+    out.add("ssm_conv_kernel", kernel, config.name("conv_kernel"))
+    dt_rank = config.integer("time_step_rank", required=False) or -(-hidden // 16)
+    return StateSpace("mamba", inner, state, kernel, dt_rank=dt_rank, conv_bias=config.flag("use_conv_bias", True),
+                      proj_bias=config.flag("use_bias", False))
+
+
+def _mlps(config: Config, model_type: Optional[str], layers: int, hidden: int, kinds: list[str], out: ImportedModel) -> list[Optional[Mlp]]:
+    """Each layer's MLP, dense or MoE, and the cells that describe them."""
+    if model_type in SSM_FAMILIES:
+        return [None] * layers
+    experts_key = config.first("n_routed_experts", "num_local_experts", "num_experts")
+    experts = config.integer(experts_key, minimum=0) if experts_key else 0
+    dense = _dense_mlp(config, model_type, hidden, out, needed=experts == 0 or _has_dense_layers(config, model_type, layers))
+    if not experts:
+        if model_type == "nemotron_h":
+            return [dense if k == "mlp" else None for k in kinds]
+        return [dense] * layers
+    moe = _moe(config, model_type, hidden, experts, experts_key, out)
+    if model_type == "nemotron_h":
+        pattern = config.data["hybrid_override_pattern"]
+        return [moe if ch == "E" else dense if ch == "-" else None for ch in pattern]
+    return [moe if _is_moe_layer(config, model_type, i) else dense for i in range(layers)]
+
+
+def _has_dense_layers(config: Config, model_type: Optional[str], layers: int) -> bool:
+    return any(not _is_moe_layer(config, model_type, i) for i in range(layers))
+
+
+def _is_moe_layer(config: Config, model_type: Optional[str], i: int) -> bool:
+    if model_type in MLA_FAMILIES or model_type == "glm4_moe":
+        first_dense = config.integer("first_k_dense_replace", minimum=0, required=False) or 0
+        freq = config.integer("moe_layer_freq", required=False) or 1
+        return i >= first_dense and i % freq == 0
+    if model_type in {"qwen2_moe", "qwen3_moe", "qwen3_next"}:
+        step = config.integer("decoder_sparse_step", required=False) or 1
+        return i not in (config.items("mlp_only_layers", int) or []) and (i + 1) % step == 0
+    if model_type == "jamba":
+        return i % config.integer("expert_layer_period") == config.integer("expert_layer_offset", minimum=0)
+    return True
+
+
+def _dense_mlp(config: Config, model_type: Optional[str], hidden: int, out: ImportedModel, needed: bool) -> Optional[Mlp]:
+    if not needed:
+        return None
+    if model_type == "falcon":
+        inner = config.integer("ffn_hidden_size", required=False) or 4 * hidden
+        out.add("intermediate_size", inner, "ffn_hidden_size (4 x hidden_size when absent)")
+        return Mlp(inner, gated=False, bias=config.flag("bias", False))
+    key = config.first("intermediate_size", "ffn_hidden_size")
+    inner = config.integer(key or "intermediate_size")
+    out.add("intermediate_size", inner, config.name(key or "intermediate_size"))
+    gated = model_type != "nemotron_h"
+    return Mlp(inner, gated=gated, bias=config.flag("mlp_bias", False))
+
+
+def _moe(config: Config, model_type: Optional[str], hidden: int, experts: int, experts_key: str, out: ImportedModel) -> Mlp:
+    active = config.integer("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "moe_topk")
+    key = config.first("moe_intermediate_size", "expert_intermediate_size") or ("intermediate_size" if model_type in {"mixtral", "gpt_oss", "jamba"} else "moe_intermediate_size")
+    inner = config.integer(key)
+    out.add("experts", experts, config.name(experts_key))
+    out.add("experts_per_token", active, config.name(config.first("num_experts_per_tok", "experts_per_token") or "num_experts_per_tok"))
+    out.add("expert_intermediate_size", inner, config.name(key))
+    shared = 0
+    if config.has("n_shared_experts"):
+        count = config.integer("n_shared_experts", minimum=0)
+        shared = count * inner
+        if count:
+            out.add("shared_experts", count, config.name("n_shared_experts"))
+    elif config.has("shared_expert_intermediate_size"):
+        shared = config.integer("shared_expert_intermediate_size", minimum=0)
+        out.add("shared_expert_intermediate_size", shared, config.name("shared_expert_intermediate_size"))
+    return Mlp(inner, gated=model_type != "nemotron_h", experts=experts, shared_intermediate=shared,
+               shared_gate=model_type in {"qwen2_moe", "qwen3_next"} and shared > 0,
+               router_bias=model_type == "gpt_oss" or config.string("topk_method") == "noaux_tc" or model_type == "glm4_moe",
+               expert_bias=model_type == "gpt_oss")
+
+
+# -- weights --------------------------------------------------------------------
+
+def _weights_dtype(root: Config, config: Config, out: ImportedModel) -> None:
+    """`weight_dtype` (and MXFP4 experts) from torch_dtype and quantization_config."""
+    holder = next((c for c in (root, config) if c.has("torch_dtype") or c.has("dtype")), None)
+    dtype = None
+    if holder is not None:
+        key = "torch_dtype" if holder.has("torch_dtype") else "dtype"
+        name = holder.string(key)
+        dtype = DTYPES.get(name)
+        if dtype is None:
+            root.findings.assume(f"`{holder.name(key)}` `{name}` is not a dtype kvdsl knows: weights stay bf16", holder.span(key))
+    else:
+        root.findings.assume("`torch_dtype` is not set: weights assumed bf16", root.span())
+    out.weight_dtype, out.weight_comment = dtype or "bf16", "torch_dtype" if dtype else "assumed"
+    quant = root.data.get("quantization_config")
+    if quant is None:
+        return
+    if not isinstance(quant, dict):
+        root.findings.error("`quantization_config` must be an object", root.span("quantization_config"))
+        raise _Invalid
+    method = quant.get("quant_method")
+    block = quant.get("weight_block_size")
+    bits = quant.get("bits")
+    group = quant.get("group_size")
+    if method == "fp8" and block == [128, 128]:
+        out.weight_dtype, out.weight_comment = "fp8_block128", "quantization_config: fp8, weight_block_size [128, 128]"
+    elif method in ("fp8", "compressed-tensors") and block is None and method == "fp8":
+        out.weight_dtype, out.weight_comment = "fp8", "quantization_config: fp8, one scale per tensor"
+    elif method == "mxfp4":
+        out.expert_dtype = "mxfp4"
+        out.weight_comment = "torch_dtype; quantization_config: MXFP4 experts only"
+    elif method in ("gptq", "awq") and bits == 4 and group == 128:
+        out.weight_dtype, out.weight_comment = "int4_g128", f"quantization_config: {method}, 4 bits, group 128"
+    else:
+        root.findings.assume(f"`quantization_config` ({json.dumps(method)}) is not one kvdsl reads: weights taken as "
+                             f"{out.weight_dtype}", root.span("quantization_config"))
+
+
+def _params_cell(out: ImportedModel, shape: Shape) -> None:
+    p = out.params
+    head = "tied" if shape.tied_embeddings else f"lm_head {p.head:,}"
+    out.notes.append(f"Parameters counted from the config: embeddings {p.embeddings:,} + layers {p.layers:,} "
+                     f"+ final norm {p.norm:,} + {head} = {p.total:,} ({p.total / 1e9:.2f}B).")
+    out.add("params", p.total, "total parameters, counted from the config (see above)")
+    out.add("weight_dtype", out.weight_dtype, out.weight_comment)
+    if out.expert_dtype:
+        out.add("expert_params", p.expert_weights, "routed-expert weight matrices")
+        out.add("expert_weight_dtype", out.expert_dtype, "quantization_config: MXFP4")
+
+
+# ---------------------------------------------------------------- many files
+
+def config_files(source: str) -> list[str]:
+    """The config.json files a source names: the file itself, or every `*.json` in a folder."""
+    path = Path(source)
+    if path.is_dir():
+        files = sorted(str(p) for p in path.glob("*.json") if p.is_file())
+        if not files:
+            raise UsageError(f"`{source}` holds no .json files")
+        return files
+    if not path.exists():
+        raise UsageError(f"cannot read `{source}`: not found")
+    return [source]
+
+
+def import_all(files: list[str], name: Optional[str] = None, title: Optional[str] = None,
+               strict: bool = False) -> list[ImportedModel]:
+    """Import every file; raise all their errors together, and refuse two models with one name."""
+    models, errors = [], []
+    for path in files:
+        try:
+            models.append(import_config(path, name, title, strict))
+        except UsageError:
+            raise
+        except KvdslError as exc:
+            errors.extend(exc.errors if hasattr(exc, "errors") else [exc])
+    seen: dict[str, str] = {}
+    for model in models:
+        if model.name in seen:
+            errors.append(ConfigError(f"`{model.source}` and `{seen[model.name]}` would both be model `{model.name}`"))
+        seen.setdefault(model.name, model.source)
+    raise_all(errors)
+    verify(models)
+    return models
+
+
+def verify(models: list[ImportedModel]) -> None:
+    """Every imported spec must pass `kvdsl check` and evaluate: load them as the user will."""
+    import tempfile
+
+    from .api import evaluate_paths
+
+    with tempfile.TemporaryDirectory(prefix="kvdsl-import-") as folder:
+        paths = []
+        for model in models:
+            path = Path(folder) / f"{model.name}.kvspec"
+            path.write_text(model.render(), encoding="utf-8")
+            paths.append(str(path))
+        try:
+            evaluate_paths(paths)
+        except KvdslError as exc:
+            raise ConfigError("the imported spec does not evaluate:\n" + exc.render()) from None
