@@ -226,6 +226,29 @@ def explain(path, cell, block, sets, depth):
 
 
 @main.command()
+@click.argument("path", type=click.Path(dir_okay=False))
+@click.option("--block", metavar="BLOCK", help="The deployment to compare (needed when the file has several).")
+@set_option
+@click.option("--json", "as_json", is_flag=True, help="Print the figures and reasons as JSON.")
+@reports_errors
+def compare(path, block, sets, as_json):
+    """One deployment under every engine's accounting, with the rule behind each difference."""
+    from .api import choose_block, evaluate_paths
+    from .compare import compare as compare_engines
+    from .compare import compare_json, compare_text, engines
+
+    program, values = evaluate_paths([path], _settings(sets))
+    block = choose_block(program, "engine", block)
+    if program.blocks[block].kind != "deployment":
+        raise UsageError(f"`{block}` is a {program.blocks[block].kind}: compare takes a deployment")
+    result = compare_engines(program, values, block)
+    if as_json:
+        click.echo(json.dumps(compare_json(result), indent=2))
+    else:
+        click.echo(compare_text(result, {e.name: e.title for e in engines(program)}))
+
+
+@main.command()
 @paths_argument
 @click.option("-o", "--out", "out", required=True, type=click.Path(dir_okay=False), help="The .xlsx file to write.")
 @set_option

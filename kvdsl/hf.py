@@ -489,7 +489,7 @@ def layer_pattern(kinds: list[str], window: Optional[int]) -> str:
         unit = words[:period]
         repeats = n // period
         rest = words[repeats * period:]
-        if words[: repeats * period] == unit * repeats and rest == unit[: len(rest)]:
+        if (repeats >= 2 or period == n) and words[: repeats * period] == unit * repeats and rest == unit[: len(rest)]:
             break
     terms = [_runs(unit, repeats)]
     if rest:

@@ -9,7 +9,7 @@ from typing import Optional, Union
 from .errors import Span
 from .units import Dim
 
-BLOCK_KINDS = ("model", "hardware", "deployment", "format")
+BLOCK_KINDS = ("model", "hardware", "deployment", "format", "engine")
 REQUIRE = "require"  # the name of a requirement starts with this word and a space: no cell can take it
 
 

@@ -41,6 +41,8 @@ def eval_text(program: Program, values: dict) -> str:
             lines.append(f"  {name:<{width}}  {format_value(values[(info.name, name)], rc.dim)}")
         if info.kind == "deployment":
             lines.append("  => " + deployment_verdict(info.name, values))
+            if values.get((info.name, "engine"), "ideal") != "ideal":
+                lines.append("  => " + engine_verdict(program, info.name, values))
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 
@@ -69,6 +71,17 @@ def deployment_verdict(block: str, values: dict) -> str:
         f"max batch at {plain_number(context)} tokens: {plain_number(v('max_batch'))}; "
         f"max context at batch {plain_number(batch)}: {plain_number(v('max_context'))} tokens"
     )
+
+
+def engine_verdict(program: Program, block: str, values: dict) -> str:
+    """What the deployment's engine would log at startup."""
+    v = lambda name: values.get((block, name))  # noqa: E731
+    engine = v("engine")
+    if v("engine_max_concurrency") is None:
+        return f"{engine}: incomplete, a `?` cell is not solved"
+    return (f"{program.blocks[engine].title} would log {plain_number(v('engine_kv_cache_tokens'))} tokens of KV cache in "
+            f"{plain_number(v('engine_num_blocks'))} blocks, and a maximum concurrency of {float(v('engine_max_concurrency')):.2f}x "
+            f"for {plain_number(v('context'))} tokens per request (`kvdsl compare` shows why it differs from ideal)")
 
 
 def scheme(values: dict, block: str) -> str:

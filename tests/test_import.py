@@ -16,8 +16,9 @@ from kvdsl.errors import ConfigError, KvdslError
 from kvdsl.hf import import_config, layer_pattern
 
 ROOT = Path(__file__).resolve().parents[1]
-SHARED = ROOT.parent / "shared" / "configs"
 FAMILIES = ROOT / "tests" / "configs"
+SHARED = FAMILIES   # the configs of ../shared/configs, copied byte for byte
+SHARED_ORIGINALS = ROOT.parent / "shared" / "configs"
 GIB = 1 << 30
 
 CATALOG_SPEC = {  # shared config -> the hand-written catalog spec it must agree with
@@ -54,13 +55,16 @@ FAMILY_PARAMS = {  # tests/configs: the published totals of each model's languag
     "google__gemma-3-4b-it.json": 3.88e9,       # 4.3B with the vision encoder
     "Qwen__Qwen3-Next-80B-A3B-Instruct.json": 80e9,
     "tiiuae__falcon-7b.json": 6.92e9,
+    "Qwen__Qwen3-Coder-30B-A3B-Instruct.json": 30.5e9,
+    "Qwen__QwQ-32B.json": 32.8e9,               # the Hub's safetensors count (the model card rounds to 32.5B)
+    "nvidia__NVIDIA-Nemotron-3-Nano-4B-BF16.json": 3.97e9,
 }
 CONTEXTS = ["1", "4096", "32K", "128K"]
 CHECKED_CELLS = ["layers", "heads", "head_dim", "kv_lora_rank", "rope_head_dim", "full_layers", "sliding_layers",
                  "ssm_layers", "window", "ssm_inner", "ssm_state_size", "ssm_conv_kernel", "ssm_state_elements",
                  "kv_elements_per_layer", "kv_elements_per_token", "mha_elements_per_token"]
 
-needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/configs is not beside this checkout")
+needs_shared = pytest.mark.skipif(not SHARED_ORIGINALS.is_dir(), reason="../shared/configs is not beside this checkout")
 
 
 def cli(*args, code=0):
@@ -94,6 +98,12 @@ def block_values(path, block, *settings):
 # ---------------------------------------------------------------- the shared configs
 
 @needs_shared
+def test_the_copies_of_the_shared_configs_are_byte_for_byte():
+    for original in sorted(SHARED_ORIGINALS.glob("*.json")):
+        assert (SHARED / original.name).read_bytes() == original.read_bytes(), original.name
+    assert sorted(p.name for p in SHARED_ORIGINALS.glob("*.json")) == sorted(CATALOG_SPEC)
+
+
 @pytest.mark.parametrize("config_name", sorted(CATALOG_SPEC))
 def test_import_agrees_with_the_catalog_spec(tmp_path, config_name):
     block = CATALOG_SPEC[config_name]
@@ -118,14 +128,12 @@ def test_import_agrees_with_the_catalog_spec(tmp_path, config_name):
     assert mine["kv_heads"] == theirs["kv_heads"] or mine["mla"]
 
 
-@needs_shared
 @pytest.mark.parametrize("config_name", sorted(PUBLISHED_PARAMS))
 def test_parameter_counts_match_published_totals(config_name):
     count = import_config(str(SHARED / config_name)).params.total
     assert abs(count / PUBLISHED_PARAMS[config_name] - 1) < 0.01, count
 
 
-@needs_shared
 def test_exact_counts_by_hand():
     # Llama-3.1-8B: embeddings and lm_head 128256 x 4096 each; per layer q,o 4096^2, k,v 4096 x 1024,
     # MLP 3 x 4096 x 14336, two norms; a final norm.
@@ -135,22 +143,24 @@ def test_exact_counts_by_hand():
     assert import_config(str(SHARED / "deepseek-ai__DeepSeek-V3.json")).params.total == 671_026_419_200
 
 
-@needs_shared
 def test_whole_folder_imports_and_checks(tmp_path):
     out = tmp_path / "models"
     out.mkdir()
-    result = cli("import", SHARED, "-o", out)
+    folder = tmp_path / "configs"
+    folder.mkdir()
+    for name in CATALOG_SPEC:
+        (folder / name).write_bytes((SHARED / name).read_bytes())
+    result = cli("import", folder, "-o", out)
     written = sorted(p.name for p in out.glob("*.kvspec"))
     assert written == sorted(f"{b}.kvspec" for b in CATALOG_SPEC.values())
     assert "wrote" in result.output
     checked = cli("check", *sorted(out.glob("*.kvspec")))
     assert "ok: 15 models" in checked.output
-    again = cli("import", SHARED, "-o", out, code=2)
+    again = cli("import", folder, "-o", out, code=2)
     assert "exists: pass --force" in again.output
-    cli("import", SHARED, "-o", out, "--force")
+    cli("import", folder, "-o", out, "--force")
 
 
-@needs_shared
 def test_each_cell_names_its_config_key():
     text = import_config(str(SHARED / "Qwen__Qwen3-8B.json")).render()
     assert "    head_dim = 128             # head_dim\n" in text
@@ -159,7 +169,6 @@ def test_each_cell_names_its_config_key():
     assert 'source = "Qwen/Qwen3-8B config.json (Qwen__Qwen3-8B.json)"' in text
 
 
-@needs_shared
 def test_mla_keeps_the_latent_and_says_why():
     text = import_config(str(SHARED / "deepseek-ai__DeepSeek-V3.json")).render()
     assert "kv_lora_rank = 512" in text and "rope_head_dim = 64" in text
@@ -168,7 +177,6 @@ def test_mla_keeps_the_latent_and_says_why():
     assert "multi-token-prediction" in text
 
 
-@needs_shared
 def test_mxfp4_experts(tmp_path):
     imported = import_config(str(SHARED / "openai__gpt-oss-20b.json"))
     assert imported.value("layer_kinds") == "[sliding(128), full] * 12"
@@ -421,6 +429,10 @@ def test_folder_with_one_broken_config_writes_nothing(tmp_path):
     ("Qwen__Qwen3-0.6B.json", "qwen3_0_6b"),
     ("deepseek-ai__DeepSeek-V2-Lite.json", "deepseek_v2_lite"),
     ("Qwen__Qwen3-Next-80B-A3B-Instruct.json", "qwen3_next_80b_a3b_instruct"),
+    ("Qwen__Qwen3-Coder-30B-A3B-Instruct.json", "qwen3_coder_30b_a3b_instruct"),
+    ("Qwen__QwQ-32B.json", "qwq_32b"),
+    ("meta-llama__Llama-3.3-70B-Instruct.json", "llama_3_3_70b_instruct"),
+    ("nvidia__NVIDIA-Nemotron-3-Nano-4B-BF16.json", "nvidia_nemotron_3_nano_4b_bf16"),
 ])
 def test_imported_catalog_specs_are_the_importers_output(config_name, spec):
     """These catalog specs are written by `kvdsl import tests/configs/X.json -o specs/models/`."""

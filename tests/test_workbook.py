@@ -23,8 +23,8 @@ from kvdsl.excel.workbook import WHAT_IF_CONTEXTS, excel_name
 from workbook_helpers import (CATALOG, ROOT, cli, compare_numeric, destination, error_cells, eval_json, export,
                               libreoffice, named, recalculate, same_value)
 
-SHEETS = ["README", "Models", "Hardware", "Deployments", "Formats", "Comparison", "Summary", "What-if"]
-BLOCK_SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats"}
+SHEETS = ["README", "Models", "Hardware", "Deployments", "Formats", "Engines", "Comparison", "Summary", "What-if"]
+BLOCK_SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines"}
 
 # Input changes made in the workbook (the cell a defined name points at) and
 # passed to `kvdsl eval --set` as NAME=VALUE.
@@ -34,6 +34,9 @@ CHANGES = {
     "gpus": [("llama_3_1_70b_h100x4_fp8.gpus", 2)],
     "kv_dtype": [("deepseek_v3_h200x8.kv_dtype", "q4_0")],
     "hardware": [("mistral_7b_l4.hardware", "h100_sxm")],
+    "engine": [("v22_gpt_oss_120b.engine", "sglang"), ("v23_qwen3_next_80b_h200x2.engine", "trtllm")],
+    "engine_inputs": [("v25_nemotron_3_nano_4b_gb10.kv_cache_memory_bytes", 8 * 2**30),
+                      ("v20_deepseek_v2_lite_l4x4.pipeline_stages", 1), ("v10_qwen3_8b_rtx4090.vllm_tokens_from_concurrency", False)],
 }
 
 REQUIRED = "layers = {layers}\n    heads = 4\n    head_dim = 8\n    params = 1e9\n"
@@ -233,7 +236,7 @@ def test_every_named_cell_recalculates_to_eval(recalculated, catalog_json):
 @libreoffice
 @pytest.mark.parametrize("case", list(CHANGES))
 def test_changed_inputs_recalculate_to_eval_with_set(recalculated, case):
-    settings = [f"{name}={value}" for name, value in CHANGES[case]]
+    settings = [f"{name}={str(value).lower() if isinstance(value, bool) else value}" for name, value in CHANGES[case]]
     blocks = eval_json(CATALOG, settings)
     wb = recalculated[f"change_{case}"]
     for name, value in CHANGES[case]:
@@ -253,6 +256,8 @@ def test_changes_actually_change_results(recalculated, catalog_json):
         "gpus": "llama_3_1_70b_h100x4_fp8.kv_budget_bytes",
         "kv_dtype": "deepseek_v3_h200x8.kv_bytes_per_element",
         "hardware": "mistral_7b_l4.memory_per_gpu",
+        "engine": "v22_gpt_oss_120b.engine_kv_cache_tokens",
+        "engine_inputs": "v25_nemotron_3_nano_4b_gb10.engine_num_blocks",
     }
     for case, name in moved.items():
         block, cell = name.split(".")
@@ -276,7 +281,7 @@ def test_sheets(catalog_wb):
 
 
 def workbook_blocks(program):
-    return [b for b in program.blocks.values() if (not b.prelude) or b.kind == "format"]
+    return [b for b in program.blocks.values() if (not b.prelude) or b.kind in ("format", "engine")]
 
 
 def test_results_are_formulas_and_inputs_are_not(catalog_wb, catalog_program):
@@ -289,7 +294,8 @@ def test_results_are_formulas_and_inputs_are_not(catalog_wb, catalog_program):
             assert target.parent.title == BLOCK_SHEETS[info.kind]
             where = f"{info.name}.{cell} ({target.coordinate}: {target.value!r})"
             if rc.form == "input":
-                assert isinstance(target.value, (int, float)) and target.data_type == "n", where
+                assert isinstance(target.value, (int, float)) and target.data_type in ("n", "b"), where
+                assert (target.data_type == "b") == isinstance(value, bool), where
                 checked["input"] += 1
             elif value is not None and not isinstance(value, str):
                 assert isinstance(target.value, str) and target.value.startswith("="), where
@@ -308,7 +314,7 @@ def test_formulas_read_through_defined_names(catalog_wb, catalog_program):
         assert f"INDEX(all_models.kv_heads, MATCH({d}.model, all_models_ids, 0))" in heads
         assert f"INDEX(all_hardware.memory, MATCH({d}.hardware, all_hardware_ids, 0))" in named(catalog_wb, f"{d}.memory_per_gpu")
     # the column names are the block rows of their sheet
-    assert catalog_wb.defined_names["all_models_ids"].attr_text == "'Models'!$A$3:$A$24"
+    assert catalog_wb.defined_names["all_models_ids"].attr_text == "'Models'!$A$3:$A$30"
     assert catalog_wb.defined_names["all_formats_ids"].attr_text.startswith("'Formats'!$A$3:$A$")
 
 
@@ -332,7 +338,8 @@ def _list_validations(ws) -> dict:
 def test_drop_downs(catalog_wb, catalog_program):
     program, _ = catalog_program
     wanted = {("model", "kv_dtype"): "=all_formats_ids", ("deployment", "model"): "=all_models_ids",
-              ("deployment", "hardware"): "=all_hardware_ids", ("deployment", "kv_dtype"): "=all_formats_ids"}
+              ("deployment", "hardware"): "=all_hardware_ids", ("deployment", "kv_dtype"): "=all_formats_ids",
+              ("deployment", "engine"): "=all_engines_ids"}
     for (kind, cell), formula in wanted.items():
         ws = catalog_wb[BLOCK_SHEETS[kind]]
         validations = _list_validations(ws).get(formula, [])
@@ -470,7 +477,7 @@ def test_comparison_seed_figures(recalculated):
     assert qwen[4] == 32768 and qwen[5] == "fp16"
     assert qwen[6] == pytest.approx(4.5, rel=1e-12)
     assert f"{qwen[6]:.2f} GiB" == "4.50 GiB"
-    assert len(rows) == 22
+    assert len(rows) == 28
 
 
 @libreoffice
@@ -525,7 +532,7 @@ def test_export_prints_what_it_wrote_and_leaves_no_temp_file(tmp_path):
     program = build_program([str(CATALOG)])
     formulas = sum(1 for ws in wb.worksheets for row in ws.iter_rows() for c in row if c.data_type == "f")
     assert match.group(1) == str(out)
-    assert int(match.group(2)) == len(workbook_blocks(program)) == 60
+    assert int(match.group(2)) == len(workbook_blocks(program)) == 87
     assert int(match.group(3).replace(",", "")) == formulas
     assert int(match.group(4).replace(",", "")) == len(wb.defined_names)
     assert match.group(5).split(", ") == SHEETS

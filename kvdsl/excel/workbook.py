@@ -32,8 +32,9 @@ from ..symbolic import Expander, convert
 from ..units import BYTES, TOKENS, Dim
 from .printer import excel_formula, excel_text_literal
 
-SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats"}
-COLUMN_SETS = {"model": "all_models", "hardware": "all_hardware", "deployment": "all_deployments", "format": "all_formats"}
+SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines"}
+COLUMN_SETS = {"model": "all_models", "hardware": "all_hardware", "deployment": "all_deployments", "format": "all_formats",
+               "engine": "all_engines"}
 HEADER_ROWS = 2
 FIRST_COLUMN = 3  # A: block name, B: title
 WHAT_IF_CONTEXTS = [1024 * 2**i for i in range(0, 9)]  # 1K .. 256K
@@ -101,7 +102,7 @@ class WorkbookWriter:
         self.program = program
         self.values = values
         self.sources = sources
-        self.blocks = [b for b in program.blocks.values() if (not b.prelude) or b.kind == "format"]
+        self.blocks = [b for b in program.blocks.values() if (not b.prelude) or b.kind in ("format", "engine")]
         self._check_names()
         self.layout = plan_layout(program, self.blocks)
         self.formulas = 0
@@ -178,7 +179,7 @@ class WorkbookWriter:
         wb = Workbook()
         wb.remove(wb.active)
         self._readme(wb)
-        for kind in ("model", "hardware", "deployment", "format"):
+        for kind in ("model", "hardware", "deployment", "format", "engine"):
             if kind in self.layout.blocks:
                 self._kind_sheet(wb, kind)
         self._define_names(wb)
