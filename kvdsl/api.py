@@ -114,11 +114,12 @@ def evaluate_paths(paths: Iterable[str], settings: Iterable[Setting] = ()):
 
     program = build_program(paths, settings)
     with settings_as_usage_errors():
-        return program, evaluate(program, solve_unknowns(program))
+        base = evaluate(program)
+        return program, evaluate(program, solve_unknowns(program, base), known=base)
 
 
-def solve_unknowns(program: Program) -> dict:
-    """Values for the `?` cells: each solved against its block's `fits`."""
+def solve_unknowns(program: Program, base: Optional[dict] = None) -> dict:
+    """Values for the `?` cells: each solved against its block's `fits` (`base`: the values without them)."""
     unknowns = [rc for rc in program.cells.values() if rc.form == "unknown" and not program.blocks[rc.block].prelude]
     if not unknowns:
         return {}
@@ -133,7 +134,8 @@ def solve_unknowns(program: Program) -> dict:
                                      rc.cell.span))
         seen.setdefault(rc.block, rc.name)
     raise_all(errors)
-    base = evaluate(program)
+    if base is None:
+        base = evaluate(program)
     for rc in unknowns:
         if ("fits" not in program.blocks[rc.block].cells):
             errors.append(SolveError(f"`{rc.name} = ?` needs a `fits` constraint in block `{rc.block}` to solve against", rc.cell.span))

@@ -110,13 +110,20 @@ def _text(expr) -> str:
     return expr_text(expr, lambda ref: ref.text)
 
 
-def evaluate(program: Program, solved: Optional[dict] = None) -> dict:
-    """Values of every cell: Fraction, bool, str (text and block references) or None."""
+def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[dict] = None) -> dict:
+    """Values of every cell: Fraction, bool, str (text and block references) or None.
+
+    `known` holds values from an earlier pass without `solved`: a cell it has a
+    value for does not depend on any `?` cell, so that value stands.
+    """
     values: dict[Key, object] = {}
     errors: list[KvdslError] = []
+    known = known or {}
     for key in program.order:
         rc = program.cells[key]
-        if rc.form == "text":
+        if known.get(key) is not None:
+            values[key] = known[key]
+        elif rc.form == "text":
             values[key] = rc.cell.text if rc.cell.form == "text" else rc.cell.source.split("=", 1)[1].strip()
         elif rc.form == "ref":
             values[key] = rc.ref_target

@@ -114,6 +114,7 @@ class Config:
                  family: Optional[Family] = None):
         self.path, self.text, self.data, self.findings = path, text, data, findings
         self.prefix, self.start, self.family = prefix, start, family
+        self.read: set[str] = set()   # keys looked up, for naming the ones nothing read
 
     def child(self, key: str) -> "Config":
         span_at = self._offset(key)
@@ -140,6 +141,7 @@ class Config:
 
     # -- values --
     def has(self, key: str) -> bool:
+        self.read.add(key)
         return self.data.get(key) is not None
 
     def first(self, *keys: str) -> Optional[str]:
@@ -367,11 +369,27 @@ def _import(root: Config, findings: Findings, name: Optional[str], title: Option
     kinds = _layer_kinds(config, model_type, layers, out)
     mixers = _facts(config, model_type, layers, hidden, kinds, out)
     _weights_dtype(root, config, out)
+    if family is None:
+        _unread_keys(config)
     shape = Shape(config.integer("vocab_size"), hidden, _tied(root, config, family), mixers,
                   norm_bias=model_type == "falcon")
     out.params = count_params(shape)
     _params_cell(out, shape)
     return out
+
+
+ARCHITECTURE_WORDS = re.compile(r"layer|head|expert|window|kv|lora|state|ssm|mamba|conv|attention|attn|pattern|group|chunk|block")
+NOT_ARCHITECTURE = re.compile(r"dropout|norm|eps|init|act|scal|rope|softcap|aux|coef|loss|range|std|implementation|_id$|cache|bias|"
+                              r"time_step|residual|limit|logit|topk|top_k|n_group|plan|multiplier")
+
+
+def _unread_keys(config: Config) -> None:
+    """A generic read can miss what a new architecture does: name the keys that look like it matters."""
+    unread = [k for k in config.data if k not in config.read and ARCHITECTURE_WORDS.search(k) and not NOT_ARCHITECTURE.search(k)]
+    if unread:
+        names = ", ".join(f"`{config.name(k)}`" for k in unread)
+        config.findings.assume(f"kvdsl did not read {names}: if these change what the layers cache, the spec does not show it",
+                               config.span(unread[0]))
 
 
 def _language_model(root: Config) -> tuple[Config, bool]:

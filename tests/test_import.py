@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-from fractions import Fraction
 from pathlib import Path
 
 import pytest
@@ -14,30 +13,13 @@ from kvdsl.api import evaluate_paths
 from kvdsl.cli import main
 from kvdsl.errors import ConfigError, KvdslError
 from kvdsl.hf import import_config, layer_pattern
+from test_configs import SPEC_OF as CATALOG_SPEC  # shared config -> the catalog spec it must agree with
 
 ROOT = Path(__file__).resolve().parents[1]
 FAMILIES = ROOT / "tests" / "configs"
 SHARED = FAMILIES   # the configs of ../shared/configs, copied byte for byte
 SHARED_ORIGINALS = ROOT.parent / "shared" / "configs"
-GIB = 1 << 30
 
-CATALOG_SPEC = {  # shared config -> the hand-written catalog spec it must agree with
-    "Qwen__Qwen2.5-7B.json": "qwen2_5_7b",
-    "Qwen__Qwen3-235B-A22B.json": "qwen3_235b_a22b",
-    "Qwen__Qwen3-32B.json": "qwen3_32b",
-    "Qwen__Qwen3-8B.json": "qwen3_8b",
-    "deepseek-ai__DeepSeek-V3.json": "deepseek_v3",
-    "google__gemma-2-9b-it.json": "gemma_2_9b_it",
-    "meta-llama__Llama-2-7b-hf.json": "llama_2_7b_hf",
-    "meta-llama__Llama-3.1-70B.json": "llama_3_1_70b",
-    "meta-llama__Llama-3.1-8B.json": "llama_3_1_8b",
-    "mistralai__Mistral-7B-v0.1.json": "mistral_7b_v0_1",
-    "mistralai__Mixtral-8x7B-v0.1.json": "mixtral_8x7b_v0_1",
-    "moonshotai__Kimi-K2-Instruct.json": "kimi_k2_instruct",
-    "openai__gpt-oss-20b.json": "gpt_oss_20b",
-    "state-spaces__mamba-2.8b-hf.json": "mamba_2_8b_hf",
-    "zai-org__GLM-4.5.json": "glm_4_5",
-}
 # Published totals (model cards / reports); the count must land within 1%.
 PUBLISHED_PARAMS = {
     "meta-llama__Llama-3.1-8B.json": 8.03e9,
@@ -334,6 +316,10 @@ def test_unknown_model_type_is_read_generically_or_refused_when_strict(tmp_path)
     assert imported.value("head_dim") == "80"
     assert any("`brand_new` is not one kvdsl knows" in a.message for a in imported.assumptions)
     assert "is not one kvdsl knows" in import_error(tmp_path, variant(model_type="brand_new"), strict=True)
+    chunked = import_config(str(write_config(tmp_path, variant(model_type="llama4_text", attention_chunk_size=8192, global_attn_every_n_layers=4))))
+    said = [a.message for a in chunked.assumptions]
+    assert any("did not read `attention_chunk_size`, `global_attn_every_n_layers`" in m for m in said), said
+    assert not any("did not read" in a.message for a in import_config(str(write_config(tmp_path, BASE))).assumptions)
 
 
 def test_heads_must_share_kv_heads_evenly(tmp_path):
