@@ -605,3 +605,17 @@ def test_a_solved_cell_the_formula_cannot_follow_is_refused(tmp_path):
     assert result.exit_code == 1, result.output
     assert "cannot write `g.gpus = ?` as a live formula" in result.stderr
     assert "gpus.kvspec:" in result.stderr and not out.exists()
+
+
+@libreoffice
+def test_summary_shows_each_deployments_engine_figures(recalculated, catalog_json):
+    ws = recalculated["catalog"]["Summary"]
+    headers = [c.value for c in ws[1]]
+    rows = {row[0]: dict(zip(headers, row)) for row in ws.iter_rows(min_row=2, values_only=True)}
+    block = "v23_qwen3_next_80b_h200x2"
+    row = rows[catalog_json[block]["title"]]
+    cells = catalog_json[block]["cells"]
+    assert row["engine"] == "vllm"
+    assert row["engine KV tokens"] == cells["engine_kv_cache_tokens"]["value"] == 973760
+    assert row["engine blocks"] == 7162
+    assert same_value(cells["engine_max_concurrency"]["value"], row["engine concurrency"])

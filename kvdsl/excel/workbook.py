@@ -350,6 +350,8 @@ class WorkbookWriter:
             ("weights per GPU", "weights_bytes_per_gpu", GIB), ("KV budget per GPU", "kv_budget_bytes_per_gpu", GIB),
             ("KV per sequence per GPU", "kv_bytes_per_sequence_per_gpu", GIB), ("KV per GPU at batch", "kv_bytes_per_gpu", GIB),
             ("shortfall per GPU", "shortfall_bytes_per_gpu", GIB),
+            ("engine", "engine", "@"), ("engine KV tokens", "engine_kv_cache_tokens", '#,##0" tokens"'),
+            ("engine blocks", "engine_num_blocks", "#,##0"), ("engine concurrency", "engine_max_concurrency", '0.00"x"'),
         ]
         for col, (title, _, _) in enumerate(columns, start=1):
             ws.cell(1, col, title).font = Font(bold=True)
