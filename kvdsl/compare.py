@@ -132,7 +132,7 @@ class _Reasons:
         memory = v("vllm_kv_memory_bytes")
         if v("kv_cache_memory_bytes") > 0:
             reasons.append(f"KV memory is the given kv_cache_memory_bytes, {gib_text(memory)} per GPU ({self._ideal_budget()})")
-        elif memory != v("kv_budget_bytes_per_gpu"):
+        elif abs(memory - v("kv_budget_bytes_per_gpu")) >= 1:   # more than the byte ceil() rounds
             reasons.append(f"KV memory: ceil(memory x utilization) - weights - reserve = {gib_text(memory)} per GPU "
                            f"({self._ideal_budget()})")
         reasons += self._heads("vllm", "max(1, kv_heads // tensor_parallel)")
@@ -161,6 +161,9 @@ class _Reasons:
                            f"{plain_number(v('vllm_sliding_pages'))} pages in each sliding group "
                            f"(window {plain_number(self.m('window'))}, max_num_batched_tokens {plain_number(v('max_num_batched_tokens'))})")
         reasons += self._vllm_tokens()
+        if not reasons:
+            reasons.append(f"the pool is {plain_number(v('vllm_num_blocks'))} whole blocks and a request takes "
+                           f"{plain_number(v('vllm_pages_per_request'))} whole page(s)")
         return reasons
 
     def _vllm_tokens(self) -> list:
