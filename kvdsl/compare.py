@@ -111,11 +111,11 @@ class _Reasons:
         return [f"KV heads per GPU: {rule} = {plain_number(self.v(f'{engine}_kv_heads_per_gpu'))}, "
                 f"not ceil(max(kv_heads / tensor_parallel, 1)) = {plain_number(self.v('kv_heads_per_gpu'))}"]
 
-    def _scales(self, engine: str) -> list:
-        payload = Fraction(self.values[(self.v("kv_dtype"), "payload_bits")], 8)
-        if payload == self.v("kv_bytes_per_element"):
+    def _scales(self, engine: str, label: str) -> list:
+        stored = self.v(f"{engine}_dtype_bytes")
+        if stored == self.v("kv_bytes_per_element"):
             return []
-        return [f"{engine} stores `{self.v('kv_dtype')}` as its {payload} payload bytes per element with one scale per tensor, "
+        return [f"{label} stores `{self.v('kv_dtype')}` in {float(stored):.4g} bytes per element with one scale per tensor, "
                 f"not {float(self.v('kv_bytes_per_element')):.4g} with per-token-and-head scales"]
 
     def _stages(self, engine_layers: str) -> list:
@@ -136,7 +136,7 @@ class _Reasons:
             reasons.append(f"KV memory: ceil(memory x utilization) - weights - reserve = {gib_text(memory)} per GPU "
                            f"({self._ideal_budget()})")
         reasons += self._heads("vllm", "max(1, kv_heads // tensor_parallel)")
-        reasons += self._scales("vLLM")
+        reasons += self._scales("vllm", "vLLM")
         reasons += self._stages("vllm_layers")
         if v("speculative_layers") > 0:
             reasons.append(f"{plain_number(v('speculative_layers'))} draft-model layers share the pool")
@@ -186,20 +186,29 @@ class _Reasons:
                 f"blocks as full-attention tokens; {per_request}, so concurrency is {plain_number(blocks)} / {plain_number(pages)} "
                 f"= {float(concurrency):.2f}x, not {plain_number(tokens)} / {plain_number(context)} = {float(naive):.2f}x"]
 
+    def _pool(self, engine: str, label: str, memory: str, heads_rule: str = "") -> list:
+        """The reasons an engine that sizes one token pool from memory shares with the others."""
+        if self.v(f"{engine}_kv_bytes_per_token_per_gpu") == 0:
+            return [f"no attention layers: {label} has no token pool to size here"]
+        reasons = [f"{memory} ({self._ideal_budget()})"]
+        if heads_rule:
+            reasons += self._heads(engine, heads_rule)
+        reasons += self._scales(engine, label)
+        reasons += self._stages(f"{engine}_layers")
+        if self.m("ssm_layers"):
+            reasons.append("state-space layers are not modelled here: the tokens count attention layers only")
+        return reasons
+
     # -- SGLang -------------------------------------------------------------------
 
     def _sglang(self) -> list:
-        v, reasons = self.v, []
+        v = self.v
+        reasons = self._pool("sglang", "SGLang",
+                             f"mem_fraction_static {float(v('sglang_mem_fraction_static')):g} of the {gib_text(v('sglang_free_memory_bytes'))} "
+                             f"free at start holds weights and KV: {gib_text(v('sglang_kv_memory_bytes'))} of KV per GPU",
+                             "max(1, kv_heads // tensor_parallel)")
         if v("sglang_kv_bytes_per_token_per_gpu") == 0:
-            return ["no attention layers: SGLang keeps recurrent state in a separate pool, not modelled"]
-        reasons.append(f"mem_fraction_static {float(v('sglang_mem_fraction_static')):g} of the {gib_text(v('sglang_free_memory_bytes'))} "
-                       f"free at start holds weights and KV: {gib_text(v('sglang_kv_memory_bytes'))} of KV per GPU "
-                       f"({self._ideal_budget()})")
-        reasons += self._heads("sglang", "max(1, kv_heads // tensor_parallel)")
-        reasons += self._scales("SGLang")
-        reasons += self._stages("sglang_layers")
-        if self.m("ssm_layers"):
-            reasons.append("state-space layers keep their state in a separate pool, not modelled here: the tokens count attention layers only")
+            return reasons
         if self.m("sliding_layers") and self.m("full_layers"):
             reasons.append(f"sliding-window layers get their own pool, swa_full_tokens_ratio {float(v('sglang_swa_full_tokens_ratio')):g} "
                            f"of the full pool; the full pool holds {plain_number(v('sglang_full_tokens'))} tokens")
@@ -210,21 +219,18 @@ class _Reasons:
     # -- TensorRT-LLM ---------------------------------------------------------------
 
     def _trtllm(self) -> list:
-        v, reasons = self.v, []
+        v = self.v
+        kv_memory = v("trtllm_free_gpu_memory_fraction") * v("trtllm_free_memory_bytes")
+        reasons = self._pool("trtllm", "TensorRT-LLM",
+                             f"free_gpu_memory_fraction {float(v('trtllm_free_gpu_memory_fraction')):g} of the "
+                             f"{gib_text(v('trtllm_free_memory_bytes'))} left after weights and reserve: {gib_text(kv_memory)} of KV per GPU")
         if v("trtllm_kv_bytes_per_token_per_gpu") == 0:
-            return ["no attention layers: no paged KV cache to size"]
-        reasons.append(f"free_gpu_memory_fraction {float(v('trtllm_free_gpu_memory_fraction')):g} of the "
-                       f"{gib_text(v('trtllm_free_memory_bytes'))} left after weights and reserve: "
-                       f"{gib_text(v('trtllm_free_gpu_memory_fraction') * v('trtllm_free_memory_bytes'))} of KV per GPU ({self._ideal_budget()})")
-        reasons += self._scales("TensorRT-LLM")
-        reasons += self._stages("trtllm_layers")
+            return reasons
         reasons.append(f"blocks of {plain_number(v('trtllm_tokens_per_block'))} tokens, rounded up: "
                        f"ceil({plain_number(v('trtllm_max_tokens'))} / {plain_number(v('trtllm_tokens_per_block'))}) "
                        f"= {plain_number(v('trtllm_num_blocks'))}")
         if self.m("sliding_layers"):
             reasons.append("sliding-window layers are sized like full ones (one attention window for every layer)")
-        if self.m("ssm_layers"):
-            reasons.append("state-space layers are not modelled here: the tokens count attention layers only")
         return reasons
 
     # -- llama.cpp --------------------------------------------------------------------

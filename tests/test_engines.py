@@ -220,3 +220,13 @@ def test_compare_set_and_block_choice(tmp_path):
     assert "blocks have `engine`: choose one with --block" in cli("compare", SPECS / "catalog.kvspec", code=2).output
     assert "is a model: compare takes a deployment" in cli("compare", SPECS / "catalog.kvspec", "--block", "qwen3_8b", code=2).output
     assert "no block named" in cli("compare", SPECS / "catalog.kvspec", "--block", "nope", code=2).output
+
+
+def test_vllm_fp8_mla_cache_keeps_its_scales_in_the_page():
+    spec = SPECS / "deployments" / "deepseek_v3_h200x8.kvspec"
+    v = block_values(spec, "deepseek_v3_h200x8", "kv_dtype=fp8_ds_mla")
+    # 512 FP8 latent + 4 FP32 scales + 64 BF16 RoPE values = 656 bytes per token and layer
+    assert v["vllm_page_bytes"] == 16 * 656
+    assert v["vllm_attention_bytes_per_token"] * 1 == 656
+    plain = block_values(spec, "deepseek_v3_h200x8", "kv_dtype=fp8")
+    assert plain["vllm_page_bytes"] == 16 * 576
