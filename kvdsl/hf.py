@@ -169,9 +169,10 @@ class Config:
                 self.findings.error(f"`{self.name(key)}` is missing", self.span(), hint=why or None)
                 raise _Invalid
             return None
-        return self._whole(found, minimum)
+        return self.whole(found, minimum)
 
-    def _whole(self, key: str, minimum: int) -> int:
+    def whole(self, key: str, minimum: int) -> int:
+        """The value of `key` as a whole number of at least `minimum`; anything else is reported."""
         value = self.data[key]
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
             self.findings.error(f"`{self.name(key)}` must be a whole number, not {json.dumps(value)[:40]}", self.span(key))
@@ -335,7 +336,7 @@ def _check_whole_numbers(config: Config) -> None:
     for key, minimum in WHOLE_NUMBER_KEYS.items():
         if config.has(key):
             try:
-                config._whole(key, minimum)
+                config.whole(key, minimum)
             except _Invalid:
                 pass
     if config.findings.errors:
@@ -367,11 +368,11 @@ def _import(root: Config, findings: Findings, name: Optional[str], title: Option
     layers = config.integer("num_hidden_layers", "n_layer", "num_layers")
     hidden = config.integer("hidden_size", "d_model", "n_embd")
     kinds = _layer_kinds(config, model_type, layers, out)
-    mixers = _facts(config, model_type, layers, hidden, kinds, out)
+    layer_shapes = _facts(config, model_type, layers, hidden, kinds, out)
     _weights_dtype(root, config, out)
     if family is None:
         _unread_keys(config)
-    shape = Shape(config.integer("vocab_size"), hidden, _tied(root, config, family), mixers,
+    shape = Shape(config.integer("vocab_size"), hidden, _tied(root, config, family), layer_shapes,
                   norm_bias=model_type == "falcon")
     out.params = count_params(shape)
     _params_cell(out, shape)
