@@ -115,6 +115,7 @@ class Config:
         self.path, self.text, self.data, self.findings = path, text, data, findings
         self.prefix, self.start, self.family = prefix, start, family
         self.read: set[str] = set()   # keys looked up, for naming the ones nothing read
+        self.defaulted: set[str] = set()   # keys absent from the file, taken from the library's defaults
 
     def child(self, key: str) -> "Config":
         span_at = self._offset(key)
@@ -139,6 +140,10 @@ class Config:
     def name(self, key: str) -> str:
         return f"{self.prefix}{key}"
 
+    def cite(self, key: str) -> str:
+        """The key as a spec's comment names it, saying so when the value is the library's default."""
+        return self.name(key) + (" (library default)" if key in self.defaulted else "")
+
     # -- values --
     def has(self, key: str) -> bool:
         self.read.add(key)
@@ -160,6 +165,7 @@ class Config:
         if found is None:
             value = self.default(key)
             if value is not None:
+                self.defaulted.add(key)
                 self.findings.assume(f"`{self.name(key)}` is not set: using the {self.family.label} library default {value}", self.span())
                 return value
             if fallback is not None:
@@ -549,10 +555,10 @@ def _facts(config: Config, model_type: Optional[str], layers: int, hidden: int, 
     """Write the shape cells onto `out` and return the layers for the parameter count."""
     counts = {k: kinds.count(k) for k in ("full", "sliding", "ssm", "mlp")}
     if counts["full"] == layers:
-        out.add("layers", layers, config.name("num_hidden_layers"))
+        out.add("layers", layers, config.cite("num_hidden_layers"))
     else:
         out.add("layer_kinds", layer_pattern(kinds, out.window), _kinds_comment(counts, out.window))
-        out.add("layers", layers, f"{config.name('num_hidden_layers')} (checked against the pattern)")
+        out.add("layers", layers, f"{config.cite('num_hidden_layers')} (checked against the pattern)")
     attention = None
     if counts["full"] + counts["sliding"]:
         attention = _attention(config, model_type, hidden, out)
@@ -563,15 +569,15 @@ def _facts(config: Config, model_type: Optional[str], layers: int, hidden: int, 
     ssm = _state_space(config, model_type, hidden, out) if counts["ssm"] else None
     context = config.integer("max_position_embeddings", "n_positions", "max_sequence_length", required=False)
     if context is not None:
-        out.add("context_limit", context, config.name("max_position_embeddings"))
+        out.add("context_limit", context, config.cite("max_position_embeddings"))
     elif counts["ssm"] == layers:
         config.findings.assume("`max_position_embeddings` is not set: a state-space model has no position limit; "
                                "context_limit = 1M", config.span())
         out.add("context_limit", "1M", "assumed: no position limit")
     else:
         config.findings.assume("`max_position_embeddings` is not set: context_limit stays at kvdsl's default (128K)", config.span())
-    out.add("hidden_size", hidden, config.name("hidden_size"))
-    out.add("vocab_size", config.integer("vocab_size"), config.name("vocab_size"))
+    out.add("hidden_size", hidden, config.cite("hidden_size"))
+    out.add("vocab_size", config.integer("vocab_size"), config.cite("vocab_size"))
     mlps = _mlps(config, model_type, layers, hidden, kinds, out)
     norms = _norms_per_layer(config, model_type)
     mixers = {"full": attention, "sliding": attention, "ssm": ssm, "mlp": None}
@@ -602,14 +608,14 @@ def _kinds_comment(counts: dict, window: Optional[int]) -> str:
 
 def _attention(config: Config, model_type: Optional[str], hidden: int, out: ImportedModel) -> Attention:
     heads = config.integer("num_attention_heads", "n_head", "num_heads")
-    out.add("heads", heads, config.name("num_attention_heads"))
+    out.add("heads", heads, config.cite("num_attention_heads"))
     if model_type in MLA_FAMILIES or config.has("kv_lora_rank"):
         return _mla(config, heads, hidden, out)
     kv_heads, kv_comment = _kv_heads(config, model_type, heads)
     out.add("kv_heads", kv_heads, kv_comment)
     if config.has("head_dim") or config.default("head_dim") is not None:
         head_dim = config.integer("head_dim")
-        comment = config.name("head_dim") + (" (explicit)" if config.has("head_dim") and head_dim * heads != hidden else "")
+        comment = config.cite("head_dim") + (" (explicit)" if config.has("head_dim") and head_dim * heads != hidden else "")
     else:
         key = config.name("attention_head_dim") if config.has("attention_head_dim") else None
         if key:
@@ -644,7 +650,7 @@ def _kv_heads(config: Config, model_type: Optional[str], heads: int) -> tuple[in
         return heads, "multi_query false: one KV head per query head"
     key = config.first("num_key_value_heads", "num_kv_heads", "n_head_kv")
     if key is None and config.default("num_key_value_heads") is not None:
-        return config.integer("num_key_value_heads"), config.name("num_key_value_heads") + " (library default)"
+        return config.integer("num_key_value_heads"), config.cite("num_key_value_heads")
     if key is None:
         config.findings.assume(f"`{config.name('num_key_value_heads')}` is not set: multi-head attention, one KV head per query head",
                                config.span())
@@ -654,13 +660,13 @@ def _kv_heads(config: Config, model_type: Optional[str], heads: int) -> tuple[in
 
 def _mla(config: Config, heads: int, hidden: int, out: ImportedModel) -> Attention:
     kv_heads = config.integer("num_key_value_heads", required=False) or heads
-    out.add("kv_heads", kv_heads, f"{config.name('num_key_value_heads')}: not what MLA caches, unused")
+    out.add("kv_heads", kv_heads, f"{config.cite('num_key_value_heads')}: not what MLA caches, unused")
     nope = config.integer("qk_nope_head_dim")
     rope = config.integer("qk_rope_head_dim")
     rank = config.integer("kv_lora_rank")
-    out.add("head_dim", nope, f"{config.name('qk_nope_head_dim')}, for the MHA comparison")
-    out.add("kv_lora_rank", rank, config.name("kv_lora_rank"))
-    out.add("rope_head_dim", rope, config.name("qk_rope_head_dim"))
+    out.add("head_dim", nope, f"{config.cite('qk_nope_head_dim')}, for the MHA comparison")
+    out.add("kv_lora_rank", rank, config.cite("kv_lora_rank"))
+    out.add("rope_head_dim", rope, config.cite("qk_rope_head_dim"))
     out.notes.append(f"MLA: each layer caches one {rank}-element latent plus a {rope}-element RoPE key per token "
                      f"({rank + rope} elements, no factor 2); num_key_value_heads ({kv_heads}) is not what it caches.")
     q_rank = config.integer("q_lora_rank", required=False) or 0
@@ -675,8 +681,8 @@ def _state_space(config: Config, model_type: Optional[str], hidden: int, out: Im
         expand, state, kernel = config.integer("mamba_expand"), config.integer("mamba_d_state"), config.integer("mamba_d_conv")
         inner = expand * hidden
         out.add("ssm_inner", inner, f"mamba_expand {expand} x hidden_size {hidden}")
-        out.add("ssm_state_size", state, config.name("mamba_d_state"))
-        out.add("ssm_conv_kernel", kernel, config.name("mamba_d_conv"))
+        out.add("ssm_state_size", state, config.cite("mamba_d_state"))
+        out.add("ssm_conv_kernel", kernel, config.cite("mamba_d_conv"))
         dt_rank = config.integer("mamba_dt_rank", required=False) or -(-hidden // 16)
         return StateSpace("mamba", inner, state, kernel, dt_rank=dt_rank, conv_bias=config.flag("mamba_conv_bias", True),
                           proj_bias=config.flag("mamba_proj_bias", False), inner_norms=True)
@@ -687,7 +693,7 @@ def _state_space(config: Config, model_type: Optional[str], hidden: int, out: Im
         inner = v_heads * v_dim
         out.add("ssm_inner", inner, f"linear_num_value_heads {v_heads} x linear_value_head_dim {v_dim}")
         out.add("ssm_state_size", k_dim, "linear_key_head_dim: the delta-net state is value x key per head")
-        out.add("ssm_conv_kernel", kernel, config.name("linear_conv_kernel_dim"))
+        out.add("ssm_conv_kernel", kernel, config.cite("linear_conv_kernel_dim"))
         out.add("ssm_conv_channels", 2 * k_heads * k_dim + inner, "queries and keys (2 x linear_num_key_heads x linear_key_head_dim) plus values")
         return StateSpace("gated_deltanet", inner, k_dim, kernel, heads=v_heads, key_heads=k_heads)
     state = config.integer("state_size", "ssm_state_size", "d_state")
@@ -698,8 +704,8 @@ def _state_space(config: Config, model_type: Optional[str], hidden: int, out: Im
         groups = config.integer("n_groups")
         inner = heads * head_dim
         out.add("ssm_inner", inner, f"Mamba-2 heads {heads} x head dim {head_dim}")
-        out.add("ssm_state_size", state, config.name(config.first("ssm_state_size", "state_size") or "state_size"))
-        out.add("ssm_conv_kernel", kernel, config.name("conv_kernel"))
+        out.add("ssm_state_size", state, config.cite(config.first("ssm_state_size", "state_size") or "state_size"))
+        out.add("ssm_conv_kernel", kernel, config.cite("conv_kernel"))
         out.add("ssm_conv_channels", inner + 2 * groups * state, f"ssm_inner + 2 x n_groups {groups} x state size (B and C)")
         return StateSpace("mamba2", inner, state, kernel, heads=heads, groups=groups, conv_bias=config.flag("use_conv_bias", True),
                           proj_bias=config.flag("use_bias", False))
@@ -710,8 +716,8 @@ def _state_space(config: Config, model_type: Optional[str], hidden: int, out: Im
         expand = config.integer("expand")
         inner, comment = expand * hidden, f"expand {expand} x hidden_size {hidden}"
     out.add("ssm_inner", inner, comment)
-    out.add("ssm_state_size", state, config.name("state_size"))
-    out.add("ssm_conv_kernel", kernel, config.name("conv_kernel"))
+    out.add("ssm_state_size", state, config.cite("state_size"))
+    out.add("ssm_conv_kernel", kernel, config.cite("conv_kernel"))
     dt_rank = config.integer("time_step_rank", required=False) or -(-hidden // 16)
     return StateSpace("mamba", inner, state, kernel, dt_rank=dt_rank, conv_bias=config.flag("use_conv_bias", True),
                       proj_bias=config.flag("use_bias", False))
@@ -761,7 +767,7 @@ def _dense_mlp(config: Config, model_type: Optional[str], hidden: int, out: Impo
         return Mlp(inner, gated=False, bias=config.flag("bias", False))
     key = config.first("intermediate_size", "ffn_hidden_size")
     inner = config.integer(key or "intermediate_size")
-    out.add("intermediate_size", inner, config.name(key or "intermediate_size"))
+    out.add("intermediate_size", inner, config.cite(key or "intermediate_size"))
     gated = model_type != "nemotron_h"
     return Mlp(inner, gated=gated, bias=config.flag("mlp_bias", False))
 
@@ -770,18 +776,18 @@ def _moe(config: Config, model_type: Optional[str], hidden: int, experts: int, e
     active = config.integer("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "moe_topk")
     key = config.first("moe_intermediate_size", "expert_intermediate_size") or ("intermediate_size" if model_type in {"mixtral", "gpt_oss", "jamba"} else "moe_intermediate_size")
     inner = config.integer(key)
-    out.add("experts", experts, config.name(experts_key))
-    out.add("experts_per_token", active, config.name(config.first("num_experts_per_tok", "experts_per_token") or "num_experts_per_tok"))
-    out.add("expert_intermediate_size", inner, config.name(key))
+    out.add("experts", experts, config.cite(experts_key))
+    out.add("experts_per_token", active, config.cite(config.first("num_experts_per_tok", "experts_per_token") or "num_experts_per_tok"))
+    out.add("expert_intermediate_size", inner, config.cite(key))
     shared = 0
     if config.has("n_shared_experts"):
         count = config.integer("n_shared_experts", minimum=0)
         shared = count * inner
         if count:
-            out.add("shared_experts", count, config.name("n_shared_experts"))
+            out.add("shared_experts", count, config.cite("n_shared_experts"))
     elif config.has("shared_expert_intermediate_size"):
         shared = config.integer("shared_expert_intermediate_size", minimum=0)
-        out.add("shared_expert_intermediate_size", shared, config.name("shared_expert_intermediate_size"))
+        out.add("shared_expert_intermediate_size", shared, config.cite("shared_expert_intermediate_size"))
     return Mlp(inner, gated=model_type != "nemotron_h", experts=experts, shared_intermediate=shared,
                shared_gate=model_type in {"qwen2_moe", "qwen3_next"} and shared > 0,
                router_bias=model_type == "gpt_oss" or config.string("topk_method") == "noaux_tc" or model_type == "glm4_moe",
