@@ -133,7 +133,7 @@ class _Reasons:
         if v("kv_cache_memory_bytes") > 0:
             reasons.append(f"KV memory is the given kv_cache_memory_bytes, {gib_text(memory)} per GPU ({self._ideal_budget()})")
         elif abs(memory - v("kv_budget_bytes_per_gpu")) >= 1:   # more than the byte ceil() rounds
-            reasons.append(f"KV memory: ceil(memory x utilization) - weights - reserve = {gib_text(memory)} per GPU "
+            reasons.append(f"KV memory: ceil(cuda_memory x utilization) - weights - reserve = {gib_text(memory)} per GPU "
                            f"({self._ideal_budget()})")
         reasons += self._heads("vllm", "max(1, kv_heads // tensor_parallel)")
         reasons += self._scales("vllm", "vLLM")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from fractions import Fraction
+from math import ceil
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,17 @@ def test_vllm_reproduces_the_log(case_id):
         if reproduces(figures, logged):
             matches.append(memory)
     assert matches, f"{case_id}: no available memory within the log's rounding reproduces {logged}"
+
+
+def test_vllm_memory_from_the_profile_line():
+    """V01 logs its profile: total 23.58 GiB, peak torch 17.06 GiB, non-torch 0.35 GiB, KV 3.81 GiB at 0.9."""
+    block = DEPLOYMENT["V01"]
+    weights = Fraction("14.9888") * GIB        # "Loading model weights took 14.9888 GB"
+    reserve = Fraction("17.06") * GIB - weights + Fraction("0.35") * GIB
+    v = deployment(block, f"{block}.kv_cache_memory_bytes=0", f"{block}.weights_bytes_per_gpu={float(weights)!r} B",
+                   f"{block}.reserve_bytes={float(reserve)!r} B")
+    assert v["vllm_kv_memory_bytes"] == ceil(Fraction("23.58") * GIB * Fraction(9, 10)) - Fraction("17.41") * GIB
+    assert f"{float(v['vllm_kv_memory_bytes'] / GIB):.2f}" == "3.81"
 
 
 def test_hybrid_mamba_block_and_padding():

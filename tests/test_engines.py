@@ -76,7 +76,7 @@ def test_heads_per_gpu_floor_or_ceil_when_tp_does_not_divide(tmp_path):
 
 def test_vllm_memory_from_utilization_or_given(tmp_path):
     v = block_values(small(tmp_path, body="reserve_bytes = 2 GiB"), "d")
-    # ceil(80 GiB x 0.9) - 2e9 x 2 bytes of weights - 2 GiB
+    # ceil(80 GiB x 0.9) - 2e9 x 2 bytes of weights - 2 GiB (cuda_memory defaults to memory)
     assert v["vllm_kv_memory_bytes"] == ceil(Fraction(80 * GIB) * Fraction(9, 10)) - 2 * 10**9 - 2 * GIB
     page = 16 * 8 * 128 * 2   # block x KV heads x (K + V: 2 x 64) x 2 bytes (fp16 cache)
     assert v["vllm_page_bytes"] == page
