@@ -163,6 +163,15 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 
 def parse_file(path: Path, display: str) -> SpecFile:
     """Read and parse one file; `display` is the path shown in messages."""
+    from . import cache
+
     if path.stat().st_size > MAX_FILE_BYTES:
         raise InvalidValueError(f"the file is larger than {MAX_FILE_BYTES // 2**20} MiB: not a spec", _point(display, 1, 1))
-    return parse_text(decode(path.read_bytes(), display), display)
+    text = decode(path.read_bytes(), display)
+    parsed = cache.load(text, display)
+    if parsed is not None:
+        remember_source(display, text)
+        return parsed
+    parsed = parse_text(text, display)
+    cache.store(text, display, parsed)
+    return parsed

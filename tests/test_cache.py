@@ -1,0 +1,84 @@
+"""The on-disk cache of parsed spec files: never stale, never in the way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvdsl import cache
+from kvdsl.errors import KvdslError
+from kvdsl.parser import parse_file
+
+SPEC = 'model m "M" {\n    layers = 2; heads = 4; head_dim = 8; params = 1e9\n}\n'
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("KVDSL_CACHE_DIR", str(folder))
+    monkeypatch.delenv("KVDSL_NO_CACHE", raising=False)
+    cache.directory.cache_clear()
+    yield folder
+    cache.directory.cache_clear()
+
+
+def entries(folder: Path) -> list:
+    return sorted(folder.glob("*.pickle"))
+
+
+def test_a_parsed_file_is_stored_and_read_back(cache_dir, tmp_path):
+    spec = tmp_path / "m.kvspec"
+    spec.write_text(SPEC)
+    first = parse_file(spec, "m.kvspec")
+    assert len(entries(cache_dir)) == 1
+    assert cache.load(SPEC, "m.kvspec") == first
+    assert parse_file(spec, "m.kvspec") == first
+
+
+def test_changed_text_or_path_is_a_new_entry(cache_dir, tmp_path):
+    spec = tmp_path / "m.kvspec"
+    spec.write_text(SPEC)
+    parse_file(spec, "m.kvspec")
+    spec.write_text(SPEC.replace("layers = 2", "layers = 3"))
+    changed = parse_file(spec, "m.kvspec")
+    assert "3" in str(changed)
+    other = parse_file(spec, "elsewhere/m.kvspec")
+    assert other.items[0].span.path == "elsewhere/m.kvspec"
+    assert len(entries(cache_dir)) == 3
+
+
+def test_a_damaged_entry_is_parsed_again(cache_dir, tmp_path):
+    spec = tmp_path / "m.kvspec"
+    spec.write_text(SPEC)
+    expected = parse_file(spec, "m.kvspec")
+    for entry in entries(cache_dir):
+        entry.write_bytes(b"not a pickle")
+    assert parse_file(spec, "m.kvspec") == expected
+
+
+def test_errors_are_not_cached(cache_dir, tmp_path):
+    spec = tmp_path / "bad.kvspec"
+    spec.write_text('model m "M" {\n    layers = = 2\n}\n')
+    for _ in range(2):
+        with pytest.raises(KvdslError) as caught:
+            parse_file(spec, "bad.kvspec")
+        assert "bad.kvspec:2" in caught.value.render()
+    assert entries(cache_dir) == []
+
+
+def test_off_or_unusable_the_cache_is_skipped(tmp_path, monkeypatch):
+    spec = tmp_path / "m.kvspec"
+    spec.write_text(SPEC)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")
+    monkeypatch.setenv("KVDSL_CACHE_DIR", str(blocked / "cache"))   # cannot be created
+    cache.directory.cache_clear()
+    assert cache.directory() is None
+    assert parse_file(spec, "m.kvspec").items
+    monkeypatch.setenv("KVDSL_CACHE_DIR", str(tmp_path / "c"))
+    monkeypatch.setenv("KVDSL_NO_CACHE", "1")
+    cache.directory.cache_clear()
+    assert parse_file(spec, "m.kvspec").items
+    assert not (tmp_path / "c").exists()
+    cache.directory.cache_clear()
