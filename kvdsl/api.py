@@ -115,16 +115,16 @@ def evaluate_paths(paths: Iterable[str], settings: Iterable[Setting] = ()):
     program = build_program(paths, settings)
     with settings_as_usage_errors():
         base = evaluate(program)
-        return program, evaluate(program, solve_unknowns(program, base), known=base)
+        solved = solve_unknowns(program, base)
+        return program, evaluate(program, solved, known=base) if solved else base
 
 
-def solve_unknowns(program: Program, base: Optional[dict] = None) -> dict:
+def solve_unknowns(program: Program, base: dict) -> dict:
     """Values for the `?` cells: each solved against its block's `fits` (`base`: the values without them)."""
     unknowns = [rc for rc in program.cells.values() if rc.form == "unknown" and not program.blocks[rc.block].prelude]
     if not unknowns:
         return {}
     from .errors import SolveError, raise_all
-    from .evaluate import evaluate
     from .search import solve_numeric
 
     errors, solved, seen = [], {}, {}
@@ -134,8 +134,6 @@ def solve_unknowns(program: Program, base: Optional[dict] = None) -> dict:
                                      rc.cell.span))
         seen.setdefault(rc.block, rc.name)
     raise_all(errors)
-    if base is None:
-        base = evaluate(program)
     for rc in unknowns:
         if ("fits" not in program.blocks[rc.block].cells):
             errors.append(SolveError(f"`{rc.name} = ?` needs a `fits` constraint in block `{rc.block}` to solve against", rc.cell.span))

@@ -245,7 +245,7 @@ def compare(path, block, sets, as_json):
     if as_json:
         click.echo(json.dumps(compare_json(result), indent=2))
     else:
-        click.echo(compare_text(result, {e.name: e.title for e in engines(program)}))
+        click.echo(compare_text(result, {e.name: e.title for e in engines(program, values)}))
 
 
 @main.command()

@@ -9,7 +9,6 @@ values make it differ from the ideal accounting.
 from __future__ import annotations
 
 from fractions import Fraction
-from math import ceil
 
 from .display import bytes_text, gib_text, json_number, plain_number
 from .graph import Program
@@ -19,23 +18,17 @@ HEADERS = ("engine", "KV/token/GPU", "KV tokens", "blocks", "concurrency", "max 
 GROUP_KINDS = {"full": "full-attention", "sliding": "sliding-window", "state": "state"}
 
 
-def engines(program: Program) -> list:
+def engines(program: Program, values: dict) -> list:
     """The engine blocks of the prelude, in their `code` order."""
     blocks = [b for b in program.blocks.values() if b.kind == "engine"]
-    return sorted(blocks, key=lambda b: program_value(program, b.name, "code"))
-
-
-def program_value(program: Program, block: str, cell: str):
-    rc = program.cells.get((block, cell))
-    expr = getattr(rc, "expr", None)
-    return getattr(expr, "value", 0)
+    return sorted(blocks, key=lambda b: values[(b.name, "code")])
 
 
 def compare(program: Program, values: dict, block: str) -> dict:
     """Every engine's figures for `block`, and the reasons each differs from ideal."""
     v = lambda cell: values[(block, cell)]  # noqa: E731
     rows = {}
-    for engine in engines(program):
+    for engine in engines(program, values):
         rows[engine.name] = {figure: values[(block, f"{engine.name}_{figure}")] for figure in FIGURES}
     why = _Reasons(values, block)
     return {
@@ -250,6 +243,6 @@ class _Reasons:
         per_element = self.values[(self.v("kv_dtype"), "bytes_per_element")]
         if per_element != Fraction(self.values[(self.v("kv_dtype"), "payload_bits")], 8):
             reasons.append(f"`{v('kv_dtype')}` rows carry their block scales: {float(per_element):.4g} bytes per element")
-        if ceil(v("llamacpp_cells") / v("context")) and v("llamacpp_max_concurrency") != v("ideal_max_concurrency"):
+        if v("llamacpp_max_concurrency") != v("ideal_max_concurrency"):
             reasons.append(f"concurrency is cells / context = {float(v('llamacpp_max_concurrency')):.2f}x: the sequences share the cells")
         return reasons

@@ -179,7 +179,7 @@ class WorkbookWriter:
         wb = Workbook()
         wb.remove(wb.active)
         self._readme(wb)
-        for kind in ("model", "hardware", "deployment", "format", "engine"):
+        for kind in SHEETS:
             if kind in self.layout.blocks:
                 self._kind_sheet(wb, kind)
         self._define_names(wb)
