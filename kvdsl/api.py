@@ -29,7 +29,7 @@ def parse_setting(text: str) -> Setting:
     target = target.strip()
     if not sep or not target or not value.strip():
         raise UsageError(f"--set needs NAME=VALUE, not `{text}`", hint="e.g. --set context=32K or --set chat.gpus=8")
-    block, _, name = target.rpartition(".")
+    block, _, name = target.partition(".") if "." in target else ("", "", target)
     try:
         cell = parse_cell(f"{name} = {value.strip()}", SETTING_PREFIX + text)
     except KvdslError as err:
@@ -80,16 +80,21 @@ def _targets(program: Program, setting: Setting) -> list[str]:
         info = program.blocks.get(setting.block)
         if info is None:
             raise UsageError(f"--set: no block named `{setting.block}`", hint=did_you_mean(setting.block, program.blocks))
-        if name not in info.cells:
-            raise UsageError(f"--set: {info.kind} `{setting.block}` has no cell `{name}`", hint=did_you_mean(name, info.cells))
+        if name not in _settable(info):
+            raise UsageError(f"--set: {info.kind} `{setting.block}` has no cell `{name}`", hint=did_you_mean(name, _settable(info)))
         return [setting.block]
-    found = [b for b, info in program.blocks.items() if name in info.cells]
+    found = [b for b, info in program.blocks.items() if name in _settable(info)]
     if setting.cell.form == "unknown":  # `NAME=?` means: solve it where there is something to solve against
         found = [b for b in found if "fits" in program.blocks[b].cells]
     if not found:
-        every = {c for info in program.blocks.values() for c in info.cells}
+        every = {c for info in program.blocks.values() for c in _settable(info)}
         raise UsageError(f"--set: no block has a cell `{name}`", hint=did_you_mean(name, every))
     return found
+
+
+def _settable(info) -> list:
+    """The cells `--set` may change in a block: an engine's are its rules."""
+    return list(info.template) if info.template is not None else info.cells
 
 
 def choose_block(program: Program, cell: str, block: Optional[str], needs: Optional[str] = None) -> str:

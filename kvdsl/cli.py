@@ -73,10 +73,10 @@ def main():
 @paths_argument
 @reports_errors
 def check(paths):
-    """Parse and resolve specs; report every error."""
-    from .api import build_program
+    """Evaluate specs without printing them: report every error `eval` would."""
+    from .api import evaluate_paths
 
-    program = build_program(paths)
+    program, _ = evaluate_paths(paths)
     blocks = program.user_blocks()
     kinds = {}
     for b in blocks:
@@ -90,8 +90,9 @@ def check(paths):
 @paths_argument
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: blocks -> cells -> value and unit (base units).")
+@click.option("--all", "every", is_flag=True, help="List the cells of every engine, not only the deployment's own engine.")
 @reports_errors
-def eval_command(paths, sets, as_json):
+def eval_command(paths, sets, as_json, every):
     """Evaluate every cell of every block."""
     from .api import evaluate_paths
     from .report import eval_json, eval_text
@@ -100,7 +101,7 @@ def eval_command(paths, sets, as_json):
     if as_json:
         click.echo(json.dumps(eval_json(program, values), indent=2))
     else:
-        click.echo(eval_text(program, values))
+        click.echo(eval_text(program, values, every))
 
 
 @main.command()
@@ -245,7 +246,7 @@ def compare(path, block, sets, as_json):
     if as_json:
         click.echo(json.dumps(compare_json(result), indent=2))
     else:
-        click.echo(compare_text(result, {e.name: e.title for e in engines(program, values)}))
+        click.echo(compare_text(result, {e.name: e.title for e in engines(program)}))
 
 
 @main.command()

@@ -13,7 +13,8 @@ from typing import Optional
 
 from . import model as m
 from .errors import EvaluationError, KvdslError, raise_all
-from .graph import CellRef, Key, Program
+from .functions import FUNCTIONS
+from .program import CellRef, Form, Key, Program
 
 
 class _Unknown(Exception):
@@ -22,41 +23,34 @@ class _Unknown(Exception):
 
 def evaluate_expr(expr, values: dict):
     """The value of a resolved expression, given the values of the cells it uses."""
-    if isinstance(expr, m.Num):
-        return expr.value
-    if isinstance(expr, m.Bool):
-        return expr.value
-    if isinstance(expr, CellRef):
+    cls = expr.__class__
+    if cls is CellRef:
         value = values[expr.key]
         if value is None:
             raise _Unknown
         return value
-    if isinstance(expr, m.Unary):
-        inner = evaluate_expr(expr.operand, values)
-        return (not inner) if expr.op == "not" else -inner
-    if isinstance(expr, m.If):
+    if cls is m.Binary:
+        return _binary(expr, values)
+    if cls is m.Num or cls is m.Bool or cls is m.Str:
+        return expr.value
+    if cls is m.If:
         branch = expr.then if evaluate_expr(expr.cond, values) else expr.otherwise
         return evaluate_expr(branch, values)
-    if isinstance(expr, m.Call):
-        args = [evaluate_expr(a, values) for a in expr.args]
-        return _call(expr, args)
-    if isinstance(expr, m.Binary):
-        return _binary(expr, values)
+    if cls is m.Call:
+        return FUNCTIONS[expr.func].exact([evaluate_expr(a, values) for a in expr.args])
+    if cls is m.Unary:
+        inner = evaluate_expr(expr.operand, values)
+        return (not inner) if expr.op == "not" else -inner
     raise TypeError(f"cannot evaluate {expr!r}")
 
 
-def _call(expr: m.Call, args):
-    if expr.func == "min":
-        return min(args)
-    if expr.func == "max":
-        return max(args)
-    if expr.func == "floor":
-        return Fraction(math.floor(args[0]))
-    if expr.func == "ceil":
-        return Fraction(math.ceil(args[0]))
-    if expr.func == "abs":
-        return abs(args[0])
-    raise TypeError(expr.func)
+def text_of(value) -> str:
+    """A value joined into text by `&`: whole numbers plain, others to 10 significant digits."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Fraction) and value.denominator == 1:
+        return str(value.numerator)
+    return f"{float(value):.10g}"
 
 
 def _binary(expr: m.Binary, values: dict):
@@ -67,6 +61,8 @@ def _binary(expr: m.Binary, values: dict):
         return bool(evaluate_expr(expr.left, values)) or bool(evaluate_expr(expr.right, values))
     a = evaluate_expr(expr.left, values)
     b = evaluate_expr(expr.right, values)
+    if op == "&":
+        return text_of(a) + text_of(b)
     if op == "+":
         return a + b
     if op == "-":
@@ -123,7 +119,7 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
         rc = program.cells[key]
         if known.get(key) is not None:
             values[key] = known[key]
-        elif rc.form == "text":
+        elif rc.form == Form.TEXT:
             values[key] = rc.cell.text if rc.cell.form == "text" else rc.cell.source.split("=", 1)[1].strip()
         elif rc.form == "ref":
             values[key] = rc.ref_target

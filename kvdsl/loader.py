@@ -18,7 +18,7 @@ class Workspace:
     """Every block and `defaults` of a run, in load order, and the errors met loading."""
 
     blocks: list = field(default_factory=list)  # (Block, is_prelude)
-    defaults: list = field(default_factory=list)  # Defaults, prelude first
+    defaults: list = field(default_factory=list)  # (Defaults, is_prelude), prelude first
     files: list = field(default_factory=list)  # display paths, in load order
     errors: list = field(default_factory=list)
 
@@ -82,7 +82,7 @@ class _Loader:
             elif isinstance(item, Block):
                 self.ws.blocks.append((item, prelude))
             elif isinstance(item, Defaults):
-                self.ws.defaults.append(item)
+                self.ws.defaults.append((item, prelude))
 
 
 def prelude_files() -> list[Path]:

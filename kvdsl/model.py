@@ -10,14 +10,42 @@ from .errors import Span
 from .units import Dim
 
 BLOCK_KINDS = ("model", "hardware", "deployment", "format", "engine")
+# An engine block is a set of rules every deployment runs for itself: its
+# cells live in each deployment as `ENGINE.cell` (`vllm.num_blocks`).
+INSTANCED = {"engine": "deployment"}
 REQUIRE = "require"  # the name of a requirement starts with this word and a space: no cell can take it
 
 
-# ---- expressions ---------------------------------------------------------
+class _Node:
+    """Tree-walk helpers shared by every expression node."""
+
+    _fields: tuple = ()
+
+    def children(self) -> tuple:
+        """The sub-expressions, in source order."""
+        if len(self._fields) == 1:
+            value = getattr(self, self._fields[0])
+            return value if isinstance(value, tuple) else (value,)
+        return tuple(getattr(self, name) for name in self._fields)  # only Call has a tuple field
+
+    def replace(self, children) -> "Expr":
+        """A copy with `children` (as `children()` lists them) in place of the current ones."""
+        children = list(children)
+        node = object.__new__(type(self))
+        state = dict(self.__dict__)
+        for name in self._fields:
+            value = state[name]
+            if isinstance(value, tuple):
+                state[name] = tuple(children[: len(value)])
+                del children[: len(value)]
+            else:
+                state[name] = children.pop(0)
+        node.__dict__.update(state)  # a frozen dataclass: its fields live in __dict__
+        return node
 
 
 @dataclass(frozen=True)
-class Num:
+class Num(_Node):
     """A number in base units. `bare` is true for a plain number written without unit."""
 
     value: Fraction
@@ -27,13 +55,21 @@ class Num:
 
 
 @dataclass(frozen=True)
-class Bool:
+class Bool(_Node):
     value: bool
     span: Span
 
 
 @dataclass(frozen=True)
-class Name:
+class Str(_Node):
+    """A text literal: `"GQA"`."""
+
+    value: str
+    span: Span
+
+
+@dataclass(frozen=True)
+class Name(_Node):
     """A reference: `layers`, `model.layers`, `h100_sxm.memory`."""
 
     parts: tuple
@@ -45,37 +81,41 @@ class Name:
 
 
 @dataclass(frozen=True)
-class Unary:
+class Unary(_Node):
     op: str  # "-" or "not"
     operand: "Expr"
     span: Span
+    _fields = ("operand",)
 
 
 @dataclass(frozen=True)
-class Binary:
-    op: str  # + - * / ^ < <= > >= == != and or
+class Binary(_Node):
+    op: str  # + - * / ^ & < <= > >= == != and or
     left: "Expr"
     right: "Expr"
     span: Span
+    _fields = ("left", "right")
 
 
 @dataclass(frozen=True)
-class Call:
+class Call(_Node):
     func: str
     args: tuple
     span: Span
     func_span: Span
+    _fields = ("args",)
 
 
 @dataclass(frozen=True)
-class If:
+class If(_Node):
     cond: "Expr"
     then: "Expr"
     otherwise: "Expr"
     span: Span
+    _fields = ("cond", "then", "otherwise")
 
 
-Expr = Union[Num, Bool, Name, Unary, Binary, Call, If]
+Expr = Union[Num, Bool, Str, Name, Unary, Binary, Call, If]
 
 
 # ---- cells and blocks ----------------------------------------------------
@@ -97,6 +137,8 @@ class Cell:
     `form` is one of: rule (an expression), text (a string), unknown (`?`),
     pattern (a layer pattern), declare (a required input of a dimension),
     require (a condition every value must meet; not a cell a user reads).
+    `new` is true for `let NAME = ...`: a cell of one's own, which the block's
+    kind does not define.  `doc` is the comment written beside or above it.
     """
 
     name: str
@@ -109,6 +151,8 @@ class Cell:
     declared: Optional[str] = None  # the dimension word of a declaration
     declared_span: Optional[Span] = None
     source: str = ""  # the cell's text as written
+    new: bool = False
+    doc: str = ""
 
 
 @dataclass(frozen=True)
@@ -132,12 +176,12 @@ class Block:
 
 @dataclass(frozen=True)
 class Defaults:
-    """`defaults model { ... }`: cells every block of a kind inherits."""
+    """`defaults model, deployment { ... }`: cells every block of these kinds inherits."""
 
-    kind: str
+    kinds: tuple
     cells: tuple
     span: Span
-    kind_span: Span
+    kind_spans: tuple
 
 
 @dataclass(frozen=True)

@@ -30,15 +30,25 @@ def eval_json(program: Program, values: dict) -> dict:
     return {"blocks": out}
 
 
-def eval_text(program: Program, values: dict) -> str:
+def shown_cells(program: Program, values: dict, block: str, every: bool = False) -> list:
+    """A block's cells as `eval` lists them: of the engines, only the chosen one's (all with `every`)."""
+    chosen = values.get((block, "engine"))
+    return [name for name in program.blocks[block].cells
+            if every or program.cells[(block, name)].scope in (None, chosen)]
+
+
+def eval_text(program: Program, values: dict, every: bool = False) -> str:
     """A readable table per block, with a verdict line for each deployment."""
     parts = []
     for info in _ordered_blocks(program):
         lines = [f"{info.kind} {info.name} \"{info.title}\"  ({info.block.name_span})"]
-        width = max((len(n) for n in info.cells), default=0)
-        for name in info.cells:
+        names = shown_cells(program, values, info.name, every)
+        width = max((len(n) for n in names), default=0)
+        for name in names:
             rc = program.cells[(info.name, name)]
             lines.append(f"  {name:<{width}}  {format_value(values[(info.name, name)], rc.dim)}")
+        if len(names) < len(info.cells):
+            lines.append(f"  ({len(info.cells) - len(names):,} cells of the other engines: --all shows them)")
         if info.kind == "deployment":
             lines.append("  => " + deployment_verdict(info.name, values))
             if values.get((info.name, "engine"), "ideal") != "ideal":
@@ -84,33 +94,6 @@ def engine_verdict(program: Program, block: str, values: dict) -> str:
             f"for {plain_number(v('context'))} tokens per request (`kvdsl compare` shows why it differs from ideal)")
 
 
-def scheme(values: dict, block: str) -> str:
-    """MHA, GQA, MQA or MLA, with the layer kinds when a model mixes them."""
-    v = lambda name: values[(block, name)]  # noqa: E731
-    full, sliding, ssm, shared = v("full_layers"), v("sliding_layers"), v("ssm_layers"), v("shared_layers")
-    if v("mla"):
-        attention = "MLA"
-    elif v("kv_heads") == v("heads"):
-        attention = "MHA"
-    elif v("kv_heads") == 1:
-        attention = "MQA"
-    else:
-        attention = "GQA"
-    if full + sliding == 0:
-        return "SSM"
-    window = f"sliding({int(v('window'))})"
-    kinds = []
-    if full and (sliding or ssm or shared):
-        kinds.append(f"{plain_number(full)} full")
-    if sliding:
-        kinds.append(f"{plain_number(sliding)} {window}" if (full or ssm or shared) else window)
-    if ssm:
-        kinds.append(f"{plain_number(ssm)} SSM")
-    if shared:
-        kinds.append(f"{plain_number(shared)} shared")
-    return attention + (" " + " + ".join(kinds) if kinds else "")
-
-
 def table_rows(program: Program, values: dict) -> list:
     """One row per model block, the layout of the "One Table"."""
     rows = []
@@ -122,7 +105,7 @@ def table_rows(program: Program, values: dict) -> list:
         rows.append({
             "block": info.name,
             "title": info.title,
-            "scheme": scheme(values, info.name),
+            "scheme": v("scheme"),
             "kv_elements_per_token": json_number(v("kv_elements_per_token")),
             "mha_reduction": json_number(reduction) if reduction else None,
             "context": json_number(v("context")),

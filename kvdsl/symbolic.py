@@ -13,7 +13,9 @@ from typing import Callable, Optional
 import sympy as sp
 
 from . import model as m
-from .graph import CellRef, Key, Program
+from .errors import SolveError
+from .functions import FUNCTIONS
+from .program import CellRef, Form, Key, Program
 
 
 def to_rational(value):
@@ -26,8 +28,31 @@ def to_rational(value):
 _RELATIONS = {"<": sp.Lt, "<=": sp.Le, ">": sp.Gt, ">=": sp.Ge, "==": sp.Eq, "!=": sp.Ne}
 
 
-def convert(expr, ref: Callable[[CellRef], sp.Basic]) -> sp.Basic:
-    """A resolved kvspec expression as SymPy; `ref` maps each CellRef to SymPy."""
+def static_text(program: Program, expr) -> Optional[str]:
+    """The text an expression always has in this program (a literal, a text cell, the block a reference cell names)."""
+    if isinstance(expr, m.Str):
+        return expr.value
+    if isinstance(expr, CellRef):
+        rc = program.cells[expr.key]
+        if rc.form == Form.REF:
+            return rc.ref_target
+        if rc.form == Form.TEXT and rc.cell.form == "text":
+            return rc.cell.text
+    return None
+
+
+def convert(expr, ref: Callable[[CellRef], sp.Basic], text: Callable = lambda e: None) -> sp.Basic:
+    """A resolved kvspec expression as SymPy; `ref` maps each CellRef to SymPy.
+
+    SymPy holds no text: a comparison of texts (`engine == "vllm"`) is decided
+    here by `text`, which gives the fixed text of an operand, or None.
+    """
+    if isinstance(expr, m.Binary) and expr.op in ("==", "!=") and (text(expr.left) is not None or text(expr.right) is not None):
+        left, right = text(expr.left), text(expr.right)
+        if left is None or right is None:
+            raise SolveError(f"`{expr_source(expr)}` compares a text that is not fixed: it cannot be solved or written symbolically",
+                             expr.span)
+        return sp.true if (left == right) == (expr.op == "==") else sp.false
     if isinstance(expr, m.Num):
         return to_rational(expr.value)
     if isinstance(expr, m.Bool):
@@ -35,16 +60,19 @@ def convert(expr, ref: Callable[[CellRef], sp.Basic]) -> sp.Basic:
     if isinstance(expr, CellRef):
         return ref(expr)
     if isinstance(expr, m.Unary):
-        inner = convert(expr.operand, ref)
+        inner = convert(expr.operand, ref, text)
         return sp.Not(inner) if expr.op == "not" else -inner
     if isinstance(expr, m.If):
-        cond = convert(expr.cond, ref)
-        return sp.Piecewise((convert(expr.then, ref), cond), (convert(expr.otherwise, ref), True))
+        cond = convert(expr.cond, ref, text)
+        if cond in (sp.true, sp.false):  # decided here (a text comparison): only the branch taken
+            return convert(expr.then if cond == sp.true else expr.otherwise, ref, text)
+        return sp.Piecewise((convert(expr.then, ref, text), cond), (convert(expr.otherwise, ref, text), True))
     if isinstance(expr, m.Call):
-        args = [convert(a, ref) for a in expr.args]
-        return {"min": sp.Min, "max": sp.Max, "floor": sp.floor, "ceil": sp.ceiling, "abs": sp.Abs}[expr.func](*args)
+        return FUNCTIONS[expr.func].sympy_form()(*[convert(a, ref, text) for a in expr.args])
+    if isinstance(expr, m.Str) or (isinstance(expr, m.Binary) and expr.op == "&"):
+        raise SolveError(f"`{expr_source(expr)}` is text: it has no symbolic form", expr.span)
     if isinstance(expr, m.Binary):
-        a, b = convert(expr.left, ref), convert(expr.right, ref)
+        a, b = convert(expr.left, ref, text), convert(expr.right, ref, text)
         op = expr.op
         if op == "and":
             return sp.And(a, b)
@@ -63,7 +91,13 @@ def symbol_for(key: Key) -> sp.Symbol:
 def cell_expr(program: Program, key: Key) -> sp.Basic:
     """One cell's rule over the Symbols of the cells it names directly."""
     rc = program.cells[key]
-    return convert(rc.expr, lambda r: symbol_for(r.key))
+    return convert(rc.expr, lambda r: symbol_for(r.key), lambda e: static_text(program, e))
+
+
+def expr_source(expr) -> str:
+    from .explain import expr_text
+
+    return expr_text(expr, lambda r: r.text)
 
 
 class Expander:
@@ -111,6 +145,6 @@ class Expander:
             head = r.text.rpartition(".")[0]
             return self.expand(r.key, prefix + (head + "." if head else ""), chain)
 
-        result = convert(rc.expr, ref)
+        result = convert(rc.expr, ref, lambda e: static_text(self.program, e))
         self._memo[(key, prefix)] = result
         return result

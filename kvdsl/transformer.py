@@ -113,33 +113,58 @@ class SpecTransformer(Transformer):
 
     @v_args(meta=True)
     def defaults(self, meta, children):
-        kind, *cells = children
-        return m.Defaults(self._kind(kind), tuple(cells), self._span(meta), self._tspan(kind))
+        kinds = [c for c in children if isinstance(c, Token)]
+        cells = [c for c in children if not isinstance(c, Token)]
+        return m.Defaults(tuple(self._kind(k) for k in kinds), tuple(cells), self._span(meta),
+                          tuple(self._tspan(k) for k in kinds))
 
     # -- cells --
 
-    def _cell(self, meta, name: Token, form: str, **kw) -> m.Cell:
+    def _cell(self, meta, children: list, form: str, **kw) -> m.Cell:
+        """A cell from `[let] name = ...`: children start with the optional LET and the name."""
+        new = isinstance(children[0], Token) and children[0].type == "LET"
+        if new:
+            children = children[1:]
+        name, name_span = children[0]
         span = self._span(meta)
-        return m.Cell(str(name), form, span, self._tspan(name), source=self._text(span), **kw)
+        return m.Cell(name, form, span, name_span, source=self._text(span), new=new, doc=self._doc(span), **kw)
+
+    def cell_name(self, children):
+        first, last = children[0], children[-1]
+        span = Span(self.path, first.line, first.column, last.end_line, last.end_column)
+        return ".".join(str(c) for c in children), span
+
+    def _doc(self, span: Span) -> str:
+        """The comment beside a cell, else the comment lines right above it."""
+        line = self.lines[span.end_line - 1] if span.end_line <= len(self.lines) else ""
+        after = line[span.end_column - 1 :]
+        if after.lstrip().startswith("#"):
+            return after.lstrip()[1:].strip()
+        above = []
+        for number in range(span.line - 2, -1, -1):
+            text = self.lines[number].strip()
+            if not text.startswith("#") or text.startswith("# ----"):
+                break
+            above.insert(0, text[1:].strip())
+        return " ".join(above)
 
     @v_args(meta=True)
     def rule(self, meta, children):
-        return self._cell(meta, children[0], "rule", expr=children[1])
-
-    @v_args(meta=True)
-    def text(self, meta, children):
-        return self._cell(meta, children[0], "text", text=_unquote(children[1]))
+        expr = children[-1]
+        if isinstance(expr, m.Str):
+            return self._cell(meta, children, "text", text=expr.value, expr=expr)
+        return self._cell(meta, children, "rule", expr=expr)
 
     @v_args(meta=True)
     def unknown(self, meta, children):
-        return self._cell(meta, children[0], "unknown")
+        return self._cell(meta, children, "unknown")
 
     @v_args(meta=True)
     def pattern_cell(self, meta, children):
-        layers = children[1]
+        layers = children[-1]
         if len(layers) > MAX_PATTERN_LAYERS:
             raise InvalidValueError(f"the pattern has {len(layers):,} layers, more than {MAX_PATTERN_LAYERS:,}", self._span(meta))
-        return self._cell(meta, children[0], "pattern", layers=tuple(layers))
+        return self._cell(meta, children, "pattern", layers=tuple(layers))
 
     @v_args(meta=True)
     def require(self, meta, children):
@@ -153,7 +178,7 @@ class SpecTransformer(Transformer):
         span = Span(self.path, children[1].line, children[1].column, children[-1].end_line, children[-1].end_column)
         if declared not in DECLARED_DIMS and declared not in m.BLOCK_KINDS:
             raise UnknownNameError(f"unknown dimension `{declared}`", span, hint=did_you_mean(declared, list(DECLARED_DIMS) + list(m.BLOCK_KINDS)))
-        return self._cell(meta, children[0], "declare", declared=declared, declared_span=span)
+        return self._cell(meta, [(str(children[0]), self._tspan(children[0]))], "declare", declared=declared, declared_span=span)
 
     # -- layer patterns --
 
@@ -198,6 +223,14 @@ class SpecTransformer(Transformer):
     @v_args(meta=True)
     def boolean(self, meta, children):
         return m.Bool(str(children[0]) == "true", self._span(meta))
+
+    @v_args(meta=True)
+    def string(self, meta, children):
+        return m.Str(_unquote(children[0]), self._span(meta))
+
+    @v_args(meta=True)
+    def concat(self, meta, children):
+        return m.Binary("&", children[0], children[1], self._span(meta))
 
     @v_args(meta=True)
     def name(self, meta, children):

@@ -90,6 +90,7 @@ DECLARED_DIMS = {
     "elements": ELEMENTS,
     "seconds": SECONDS,
     "bytes/s": BYTES / SECONDS,
+    "bytes/token": BYTES / TOKENS,
     "bool": BOOL,
 }
 

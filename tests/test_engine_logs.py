@@ -113,7 +113,7 @@ def test_vllm_reproduces_the_log(case_id):
     assert logged, "every case logs something to check"
     at_log = deployment(block)
     assert at_log["kv_cache_memory_bytes"] == Fraction(str(case["available_kv_gib"])) * GIB
-    block_bytes = at_log["vllm_page_bytes"] * at_log["vllm_group_size"]
+    block_bytes = at_log["vllm.page_bytes"] * at_log["vllm.group_size"]
     matches = []
     for memory in memory_candidates(case["available_kv_gib"], block_bytes):
         figures = deployment(block, f"{block}.kv_cache_memory_bytes={memory.numerator / memory.denominator!r} B")
@@ -129,34 +129,34 @@ def test_vllm_memory_from_the_profile_line():
     reserve = Fraction("17.06") * GIB - weights + Fraction("0.35") * GIB
     v = deployment(block, f"{block}.kv_cache_memory_bytes=0", f"{block}.weights_bytes_per_gpu={float(weights)!r} B",
                    f"{block}.reserve_bytes={float(reserve)!r} B")
-    assert v["vllm_kv_memory_bytes"] == ceil(Fraction("23.58") * GIB * Fraction(9, 10)) - Fraction("17.41") * GIB
-    assert f"{float(v['vllm_kv_memory_bytes'] / GIB):.2f}" == "3.81"
+    assert v["vllm.kv_memory_bytes"] == ceil(Fraction("23.58") * GIB * Fraction(9, 10)) - Fraction("17.41") * GIB
+    assert f"{float(v['vllm.kv_memory_bytes'] / GIB):.2f}" == "3.81"
 
 
 def test_hybrid_mamba_block_and_padding():
     # V23: "Setting attention block size to 544 tokens", "Padding mamba page size by 1.49%"
     v = deployment(DEPLOYMENT["V23"])
-    assert v["vllm_block_size"] == 544
-    assert v["vllm_state_bytes"] == (3 * 8192 + 32 * 128 * 128) * 2 / 2   # conv + delta-net state, bf16, over TP 2
-    assert f"{float((v['vllm_page_bytes'] - v['vllm_state_bytes']) / v['vllm_state_bytes'] * 100):.2f}" == "1.49"
-    assert (v["vllm_groups"], v["vllm_group_size"]) == (4, 12)
+    assert v["vllm.block_size"] == 544
+    assert v["vllm.state_bytes"] == (3 * 8192 + 32 * 128 * 128) * 2 / 2   # conv + delta-net state, bf16, over TP 2
+    assert f"{float((v['vllm.page_bytes'] - v['vllm.state_bytes']) / v['vllm.state_bytes'] * 100):.2f}" == "1.49"
+    assert (v["vllm.groups"], v["vllm.group_size"]) == (4, 12)
     # V25: "Setting attention block size to 992 tokens", "Add 3 padding layers, may waste at most 14.29%"
     v = deployment(DEPLOYMENT["V25"])
-    assert v["vllm_block_size"] == 992
-    assert v["vllm_padding_layers"] == 3
-    assert f"{3 / 21 * 100:.2f}" == "14.29" and v["vllm_state_layers"] == 21
-    assert (v["vllm_groups"], v["vllm_group_size"], v["vllm_pages_per_request"]) == (7, 4, 9 + 6)
+    assert v["vllm.block_size"] == 992
+    assert v["vllm.padding_layers"] == 3
+    assert f"{3 / 21 * 100:.2f}" == "14.29" and v["vllm.state_layers"] == 21
+    assert (v["vllm.groups"], v["vllm.group_size"], v["vllm.pages_per_request"]) == (7, 4, 9 + 6)
 
 
 def test_pipeline_stage_with_most_layers_decides():
     v = deployment(DEPLOYMENT["V20"])
-    assert v["vllm_layers"] == 14          # 27 layers over 2 stages: 14 + 13
-    assert v["vllm_page_bytes"] == 16 * 576 * 2   # the MLA latent, not divided by TP
+    assert v["vllm.layers"] == 14          # 27 layers over 2 stages: 14 + 13
+    assert v["vllm.page_bytes"] == 16 * 576 * 2   # the MLA latent, not divided by TP
 
 
 def test_mla_latent_is_not_divided_by_tensor_parallelism():
     v = deployment(DEPLOYMENT["V19"])
-    assert v["vllm_page_bytes"] == 64 * 576 * 2 and v["vllm_layers"] == 61
+    assert v["vllm.page_bytes"] == 64 * 576 * 2 and v["vllm.layers"] == 61
 
 
 # ---------------------------------------------------------------- SGLang
@@ -165,8 +165,8 @@ def test_sglang_reproduces_the_log():
     """S02: the free (21.63) and available (6.09) GiB are both rounded; some pair within reproduces the log."""
     case, block = CASES["S02"], DEPLOYMENT["S02"]
     v = deployment(block)
-    assert v["sglang_mem_fraction_static"] == Fraction(85, 100)
-    assert v["sglang_cell_bytes"] == 64 * 2 * 128 * 2 * 2   # 64 layers x 2 KV heads per GPU x (K + V) x 128 x bf16
+    assert v["sglang.mem_fraction_static"] == Fraction(85, 100)
+    assert v["sglang.kv_bytes_per_token_per_gpu"] == 64 * 2 * 128 * 2 * 2   # 64 layers x 2 KV heads per GPU x (K + V) x 128 x bf16
     free = Fraction("21.63") * GIB
     # tokens grow with the memory left after the weights: bisect it within [6.085, 6.095) GiB
     low, high = Fraction("6.085") * GIB, Fraction("6.095") * GIB
@@ -175,17 +175,17 @@ def test_sglang_reproduces_the_log():
         weights = free - available
         return deployment(block, f"{block}.weights_bytes_per_gpu={float(weights)!r} B")
 
-    assert at(low)["sglang_kv_cache_tokens"] <= case["gpu_kv_cache_tokens"] <= at(high)["sglang_kv_cache_tokens"]
+    assert at(low)["sglang.kv_cache_tokens"] <= case["gpu_kv_cache_tokens"] <= at(high)["sglang.kv_cache_tokens"]
     for _ in range(40):
         middle = (low + high) / 2
-        if at(middle)["sglang_kv_cache_tokens"] < case["gpu_kv_cache_tokens"]:
+        if at(middle)["sglang.kv_cache_tokens"] < case["gpu_kv_cache_tokens"]:
             low = middle
         else:
             high = middle
     figures = at(high)
-    assert figures["sglang_kv_cache_tokens"] == case["gpu_kv_cache_tokens"] == 46611
-    assert f"{float(figures['sglang_k_bytes'] / GIB):.2f}" == f"{case['k_size_gib']:.2f}" == "1.42"
-    assert f"{float(figures['sglang_v_bytes'] / GIB):.2f}" == f"{case['v_size_gib']:.2f}"
+    assert figures["sglang.kv_cache_tokens"] == case["gpu_kv_cache_tokens"] == 46611
+    assert f"{float(figures['sglang.k_bytes'] / GIB):.2f}" == f"{case['k_size_gib']:.2f}" == "1.42"
+    assert f"{float(figures['sglang.v_bytes'] / GIB):.2f}" == f"{case['v_size_gib']:.2f}"
 
 
 # ---------------------------------------------------------------- llama.cpp
@@ -194,13 +194,13 @@ def test_sglang_reproduces_the_log():
 def test_llamacpp_reproduces_the_log(case_id):
     case, v = CASES[case_id], deployment(DEPLOYMENT[case_id])
     assert v["engine_kv_cache_tokens"] == case["gpu_kv_cache_tokens"]
-    assert v["llamacpp_kv_cache_bytes"] == Fraction(str(case["kv_total_mib"])) * MIB
-    assert v["llamacpp_k_bytes"] == Fraction(str(case["k_mib"])) * MIB
-    assert v["llamacpp_v_bytes"] == Fraction(str(case["v_mib"])) * MIB
+    assert v["llamacpp.kv_cache_bytes"] == Fraction(str(case["kv_total_mib"])) * MIB
+    assert v["llamacpp.k_bytes"] == Fraction(str(case["k_mib"])) * MIB
+    assert v["llamacpp.v_bytes"] == Fraction(str(case["v_mib"])) * MIB
 
 
 def test_llamacpp_rpc_split_is_whole_layers():
     # L01: 656 + 624 MiB across two backends is 41 + 39 layers of 16 MiB (K and V)
     v = deployment(DEPLOYMENT["L01"])
-    per_layer = (v["llamacpp_k_bytes"] + v["llamacpp_v_bytes"]) / 80
+    per_layer = (v["llamacpp.k_bytes"] + v["llamacpp.v_bytes"]) / 80
     assert per_layer == 16 * MIB and 41 * per_layer == 656 * MIB and 39 * per_layer == 624 * MIB

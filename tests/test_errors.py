@@ -8,7 +8,7 @@ normalised to `<prelude>/FILE.kvspec:N:N` before comparing.
 
 To regenerate the goldens after an intended change of wording:
 
-    KVDSL_REGEN_GOLDEN=1 python -m pytest tests/test_errors.py
+    let KVDSL_REGEN_GOLDEN=1 python -m pytest tests/test_errors.py
 
 then review the diff of `tests/golden/errors/*.txt`.
 """
@@ -36,7 +36,7 @@ REGEN = os.environ.get("KVDSL_REGEN_GOLDEN") == "1"
 COMMANDS = {"division_by_zero": ["eval"]}
 
 #: The number of errors each case must report (1 unless listed).
-ERROR_COUNTS = {"several_errors": 3}
+ERROR_COUNTS = {"several_errors": 3, "typo_gpus": 3, "unknown_engine_setting": 2}
 
 CASES = sorted(p.stem for p in GOLDEN.glob("*.kvspec") if not p.name.startswith("_"))
 
@@ -113,13 +113,13 @@ def test_several_errors_are_all_reported(monkeypatch):
 
 def test_errors_in_several_files_are_all_reported(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    Path("a.kvspec").write_text(M + "    x = nope\n}\n")
+    Path("a.kvspec").write_text(M + "    let x = nope\n}\n")
     Path("b.kvspec").write_text('model n "N" {\n    layers = 1 GiB + 1 tokens\n    heads = 1\n    head_dim = 1\n    params = 1\n}\n')
     Path("c.kvspec").write_text("model {\n")
     result = invoke(["check", "a.kvspec", "b.kvspec", "c.kvspec"])
     assert result.exit_code == 1
     assert count_errors(result.stderr) == 3, result.stderr
-    for name in ("a.kvspec:6:9", "b.kvspec:2:14", "c.kvspec:1:7"):
+    for name in ("a.kvspec:6:13", "b.kvspec:2:14", "c.kvspec:1:7"):
         assert name in result.stderr
 
 
@@ -136,7 +136,7 @@ def test_exit_0_when_ok(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("args, fragment", [
-    (["eval", "ok.kvspec", "--set", "contxt=1"], "did you mean `context`?"),
+    (["eval", "ok.kvspec", "--set", "let contxt=1"], "did you mean `context`?"),
     (["eval", "ok.kvspec", "--set", "nope.context=1"], "no block named `nope`"),
     (["eval", "ok.kvspec", "--set", "context"], "--set needs NAME=VALUE"),
     (["eval", "ok.kvspec", "--set", "context=)"], "unexpected"),
@@ -228,13 +228,13 @@ def test_extends_unknown_is_one_error(tmp_path, monkeypatch):
 
 
 def test_division_by_literal_zero_message(tmp_path, monkeypatch):
-    result = _check(tmp_path, monkeypatch, M + "    x = 5 / 0\n}\n", args=("eval",))
+    result = _check(tmp_path, monkeypatch, M + "    let x = 5 / 0\n}\n", args=("eval",))
     assert result.exit_code == 1
     assert "division by zero" in result.stderr
     assert "`the divisor`" not in result.stderr
 
 
-@pytest.mark.parametrize("text", [M, M + "    x =\n}\n"], ids=["eof", "newline"])
+@pytest.mark.parametrize("text", [M, M + "    let x =\n}\n"], ids=["eof", "newline"])
 def test_syntax_error_wording(tmp_path, monkeypatch, text):
     result = _check(tmp_path, monkeypatch, text)
     assert result.exit_code == 1
@@ -251,7 +251,7 @@ def test_end_of_file_position_after_blank_lines(tmp_path, monkeypatch):
 
 
 def test_percent_with_unit_message(tmp_path, monkeypatch):
-    result = _check(tmp_path, monkeypatch, M + "    x = 5% tokens\n}\n")
+    result = _check(tmp_path, monkeypatch, M + "    let x = 5% tokens\n}\n")
     assert result.exit_code == 1
     assert "token count" not in result.stderr, result.stderr
 

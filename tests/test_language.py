@@ -125,7 +125,7 @@ UNITS = [
 
 @pytest.mark.parametrize("literal, expected, expected_unit", UNITS, ids=[u[0] for u in UNITS])
 def test_input_units(tmp_path, literal, expected, expected_unit):
-    program, values = run(tmp_path, model(f"x = {literal}\n"))
+    program, values = run(tmp_path, model(f"let x = {literal}\n"))
     assert exact(values[("m", "x")]) == expected
     assert unit(program, "m", "x") == expected_unit
     assert program.cells[("m", "x")].form == "input"
@@ -133,11 +133,11 @@ def test_input_units(tmp_path, literal, expected, expected_unit):
 
 def test_units_convert_in_arithmetic(tmp_path):
     program, values = run(tmp_path, model("""
-        a = 1 GiB + 512 MiB
-        b = 1 GB - 1 MB
-        c = 16 bits / 1 element
-        d = 80 GiB / (2 TB/s)
-        e = 3 GiB / 1 GiB
+        let a = 1 GiB + 512 MiB
+        let b = 1 GB - 1 MB
+        let c = 16 bits / 1 element
+        let d = 80 GiB / (2 TB/s)
+        let e = 3 GiB / 1 GiB
     """))
     assert values[("m", "a")] == 3 * GIB // 2
     assert values[("m", "b")] == 999 * 10**6
@@ -181,17 +181,17 @@ ARITHMETIC = [
 
 @pytest.mark.parametrize("expr, expected", ARITHMETIC, ids=[a[0] for a in ARITHMETIC])
 def test_arithmetic(tmp_path, expr, expected):
-    values = values_of(tmp_path, model(f"x = {expr}\n"))
+    values = values_of(tmp_path, model(f"let x = {expr}\n"))
     assert exact(values[("m", "x")]) == expected
 
 
 def test_functions_keep_units(tmp_path):
     program, values = run(tmp_path, model("""
-        a = min(3 GiB, 2 GiB)
-        b = max(1 GB, 1 GiB)
-        c = ceil(100 tokens / 16 tokens) * 16 tokens
-        d = abs(-5 GiB)
-        e = floor(10 GB / 3)
+        let a = min(3 GiB, 2 GiB)
+        let b = max(1 GB, 1 GiB)
+        let c = ceil(100 tokens / 16 tokens) * 16 tokens
+        let d = abs(-5 GiB)
+        let e = floor(10 GB / 3)
     """))
     assert values[("m", "a")] == 2 * GIB and unit(program, "m", "a") == "bytes"
     assert values[("m", "b")] == GIB
@@ -202,12 +202,12 @@ def test_functions_keep_units(tmp_path):
 
 def test_operator_may_end_a_line(tmp_path):
     values = values_of(tmp_path, model("""
-        x = 2 *
+        let x = 2 *
             3 +
             4
-        y = max(1,
+        let y = max(1,
                 2)
-        z = 1 + \\
+        let z = 1 + \\
             1
     """))
     assert values[("m", "x")] == 10
@@ -216,12 +216,12 @@ def test_operator_may_end_a_line(tmp_path):
 
 
 def test_semicolons_separate_cells_and_comments_are_ignored(tmp_path):
-    values = values_of(tmp_path, model("a = 1; b = 2   # a comment\n# a whole-line comment\nc = a + b\n"))
+    values = values_of(tmp_path, model("let a = 1; let b = 2   # a comment\n# a whole-line comment\nlet c = a + b\n"))
     assert values[("m", "c")] == 3
 
 
 def test_crlf_line_endings(tmp_path):
-    text = model("x = layers * 3\n").replace("\n", "\r\n")
+    text = model("let x = layers * 3\n").replace("\n", "\r\n")
     path = tmp_path / "crlf.kvspec"
     path.write_bytes(text.encode())
     _, values = evaluate_paths([str(path)])
@@ -230,9 +230,9 @@ def test_crlf_line_endings(tmp_path):
 
 def test_order_of_cells_does_not_matter(tmp_path):
     values = values_of(tmp_path, model("""
-        c = b * 2
-        b = a + 1
-        a = layers * 10
+        let c = b * 2
+        let b = a + 1
+        let a = layers * 10
     """))
     assert values[("m", "c")] == 42
 
@@ -276,16 +276,16 @@ CONDITIONS = [
 
 @pytest.mark.parametrize("expr, expected", CONDITIONS, ids=[c[0] for c in CONDITIONS])
 def test_conditions(tmp_path, expr, expected):
-    program, values = run(tmp_path, model(f"x = {expr}\n"))
+    program, values = run(tmp_path, model(f"let x = {expr}\n"))
     assert values[("m", "x")] is expected
     assert unit(program, "m", "x") is None
 
 
 def test_boolean_cells_feed_conditions(tmp_path):
     values = values_of(tmp_path, model("""
-        flag = true
-        other = not flag
-        pick = if flag and not other then 1 else 2
+        let flag = true
+        let other = not flag
+        let pick = if flag and not other then 1 else 2
     """))
     assert values[("m", "flag")] is True
     assert values[("m", "other")] is False
@@ -294,10 +294,10 @@ def test_boolean_cells_feed_conditions(tmp_path):
 
 def test_if_then_else(tmp_path):
     program, values = run(tmp_path, model("""
-        a = if layers > 1 then 10 else 20
-        b = if layers > 5 then 10 else 20
-        c = if layers == 2 then 4 GiB else 8 GiB
-        d = 1 + (if true then 2 else 3) * 10
+        let a = if layers > 1 then 10 else 20
+        let b = if layers > 5 then 10 else 20
+        let c = if layers == 2 then 4 GiB else 8 GiB
+        let d = 1 + (if true then 2 else 3) * 10
     """))
     assert values[("m", "a")] == 10
     assert values[("m", "b")] == 20
@@ -308,8 +308,8 @@ def test_if_then_else(tmp_path):
 @pytest.mark.parametrize("x, expected", [(20, 1), (5, 2), (2, 3), (0, 4)])
 def test_else_if_chain_across_lines(tmp_path, x, expected):
     values = values_of(tmp_path, model(f"""
-        x = {x}
-        c = if x > 10 then 1
+        let x = {x}
+        let c = if x > 10 then 1
             else if x > 3 then 2
             else if x > 1
                 then 3
@@ -321,10 +321,10 @@ def test_else_if_chain_across_lines(tmp_path, x, expected):
 
 def test_only_the_chosen_branch_is_evaluated(tmp_path):
     values = values_of(tmp_path, model("""
-        z = 0
-        safe = if z == 0 then 0 else 5 / z
-        lazy = z == 0 or 5 / z > 1
-        lazy_and = z != 0 and 5 / z > 1
+        let z = 0
+        let safe = if z == 0 then 0 else 5 / z
+        let lazy = z == 0 or 5 / z > 1
+        let lazy_and = z != 0 and 5 / z > 1
     """))
     assert values[("m", "safe")] == 0
     assert values[("m", "lazy")] is True
@@ -337,8 +337,8 @@ def test_only_the_chosen_branch_is_evaluated(tmp_path):
 def test_text_cells(tmp_path):
     program, values = run(tmp_path, model('''
         source = "meta-llama/x config.json"
-        quoted = "say \\"hi\\" = 1"
-        empty = ""
+        let quoted = "say \\"hi\\" = 1"
+        let empty = ""
     '''))
     assert values[("m", "source")] == "meta-llama/x config.json"
     assert values[("m", "quoted")] == 'say "hi" = 1'
@@ -356,10 +356,10 @@ def test_unknown_cells_have_no_value_before_solving(tmp_path):
     from kvdsl.evaluate import evaluate
 
     path = write(tmp_path, model("""
-        u = ?
-        du = u + 1
-        cu = u > 3
-        independent = layers + 1
+        let u = ?
+        let du = u + 1
+        let cu = u > 3
+        let independent = layers + 1
     """))
     program = build_program([str(path)])
     values = evaluate(program)
@@ -396,7 +396,7 @@ def test_solved_value_is_a_fraction(tmp_path):
 def test_unknown_without_fits_cannot_be_solved(tmp_path):
     from kvdsl.errors import SolveError
 
-    errors = errors_of(tmp_path, model("u = ?\n"))
+    errors = errors_of(tmp_path, model("let u = ?\n"))
     assert errors and all(isinstance(e, SolveError) for e in errors)
     assert any("`u = ?` needs a `fits` constraint" in e.message for e in errors)
 
@@ -438,7 +438,7 @@ def test_override_with_wrong_unit_points_at_the_override(tmp_path):
 
 def test_user_defaults_override_the_prelude_for_every_block(tmp_path):
     text = (
-        "defaults model {\n    context = 8K\n    kv_dtype = fp8\n    extra = layers * 100\n}\n"
+        "defaults model {\n    context = 8K\n    kv_dtype = fp8\n    let extra = layers * 100\n}\n"
         + model(name="a")
         + model(name="b", required="layers = 3\nheads = 1\nhead_dim = 1\nparams = 1\n")
         + model("context = 1K\n", name="c")
@@ -479,9 +479,9 @@ def test_bare_number_override_takes_the_unit_of_the_cell(tmp_path):
 
 
 def test_extends_changes_a_few_cells(tmp_path):
-    text = model("x = layers * kv_heads\n") + (
+    text = model("let x = layers * kv_heads\n") + (
         'model m2 "M2" extends m {\n    kv_heads = 1\n}\n'
-        'model m3 "M3" extends m2 {\n    layers = 6\n    note = "third"\n}\n'
+        'model m3 "M3" extends m2 {\n    layers = 6\n    let note = "third"\n}\n'
     )
     program, values = run(tmp_path, text)
     assert values[("m", "x")] == 8
@@ -531,7 +531,7 @@ def test_import_relative_paths_once(tmp_path, monkeypatch):
         'import "lib/m.kvspec"\n'
         'import "lib/hw/h.kvspec"\n'
         'import "./lib/hw/../hw/h.kvspec"\n'
-        'deployment d "D" {\n    model = m\n    hardware = h\n    x = model.layers + hardware.memory / 1 GiB\n}\n'
+        'deployment d "D" {\n    model = m\n    hardware = h\n    let x = model.layers + hardware.memory / 1 GiB\n}\n'
     ), "plan/../main.kvspec")
     monkeypatch.chdir(tmp_path / "lib")  # imports are relative to the importing file, not the cwd
     program, values = evaluate_paths([str(main_spec)])
@@ -622,14 +622,14 @@ def test_pattern_window_in_bytes_points_at_the_pattern(tmp_path):
 
 
 def test_references_across_blocks_and_through_reference_cells(tmp_path):
-    text = model("hw = h\nper_layer = h.memory / layers\nvia = hw.memory\n") + HARDWARE + (
+    text = model("let hw = h\nlet per_layer = h.memory / layers\nlet via = hw.memory\n") + HARDWARE + (
         'deployment d "D" {\n'
         "    model = m\n    hardware = h\n    kv_dtype = fp8\n"
-        "    a = model.layers * 10\n"
-        "    b = m.heads\n"
-        "    c = model.kv_dtype.payload_bits\n"  # two hops: d.model -> m, m.kv_dtype -> fp16
-        "    e = kv_dtype.payload_bits\n"
-        "    f = model.hw.memory\n"
+        "    let a = model.layers * 10\n"
+        "    let b = m.heads\n"
+        "    let c = model.kv_dtype.payload_bits\n"  # two hops: d.model -> m, m.kv_dtype -> fp16
+        "    let e = kv_dtype.payload_bits\n"
+        "    let f = model.hw.memory\n"
         "}\n"
     )
     program, values = run(tmp_path, text)
@@ -649,11 +649,11 @@ def test_references_across_blocks_and_through_reference_cells(tmp_path):
 
 def test_exact_arithmetic(tmp_path):
     values = values_of(tmp_path, model("""
-        usable = 0.9 * 80 GiB
-        big = 70.55e9
-        third = 1 / 3 * 3
-        tenth = 0.1 + 0.2
-        pct = 90% * 80 GiB
+        let usable = 0.9 * 80 GiB
+        let big = 70.55e9
+        let third = 1 / 3 * 3
+        let tenth = 0.1 + 0.2
+        let pct = 90% * 80 GiB
     """))
     assert exact(values[("m", "usable")]) == Fraction("0.9") * 80 * 2**30
     assert values[("m", "usable")] == 77309411328
@@ -666,7 +666,7 @@ def test_exact_arithmetic(tmp_path):
 # ---- --set ---------------------------------------------------------------------------------
 
 SET_SPEC = model() + model(name="n", required="layers = 3\nheads = 2\nhead_dim = 4\nparams = 1\n") + HARDWARE + (
-    'deployment d "D" {\n    model = m\n    hardware = h\n    x = hardware.memory / 1 GiB\n}\n')
+    'deployment d "D" {\n    model = m\n    hardware = h\n    let x = hardware.memory / 1 GiB\n}\n')
 
 
 def test_set_global_applies_to_every_block_with_the_cell(tmp_path):
@@ -707,7 +707,7 @@ def test_set_expression(tmp_path):
 
 
 @pytest.mark.parametrize("setting, fragment, hint", [
-    ("contxt=8192", "no block has a cell `contxt`", "did you mean `context`?"),
+    ("let contxt=8192", "no block has a cell `contxt`", "did you mean `context`?"),
     ("d.contxt=8192", "deployment `d` has no cell `contxt`", "did you mean `context`?"),
     ("dd.context=8192", "no block named `dd`", "did you mean `d`?"),
 ])
@@ -719,7 +719,7 @@ def test_set_unknown_cell_or_block(tmp_path, setting, fragment, hint):
 
 
 @pytest.mark.parametrize("setting, fragment", [
-    ("contxt=8192", "did you mean `context`?"),
+    ("let contxt=8192", "did you mean `context`?"),
     ("d.contxt=1", "did you mean `context`?"),
     ("dd.gpus=1", "did you mean `d`?"),
     ("context", "--set needs NAME=VALUE"),

@@ -215,14 +215,14 @@ def test_out_with_force_overwrites_a_regular_file(tmp_path):
 @pytest.mark.parametrize("expr", ["(2^999)^999", "(1e29)^200", " * ".join(["1e29"] * 15)],
                          ids=["power-of-power", "1e29^200", "product-of-15"])
 def test_huge_numbers_are_out_of_range(tmp_path, expr):
-    spec = write(tmp_path, ONE_MODEL + f"    x = {expr}\n}}\n")
+    spec = write(tmp_path, ONE_MODEL + f"    let x = {expr}\n}}\n")
     r = cli("eval", spec, code=1)
     assert "out of range" in r.stderr
     assert LOCATION.search(r.stderr).group(2) == "3"
 
 
 def test_tower_of_powers_returns_quickly(tmp_path):
-    spec = write(tmp_path, ONE_MODEL + "    x = (((2^999)^999)^999)^999\n}\n")
+    spec = write(tmp_path, ONE_MODEL + "    let x = (((2^999)^999)^999)^999\n}\n")
     started = time.perf_counter()
     r = cli("eval", spec, code=1)
     assert time.perf_counter() - started < 5
@@ -238,12 +238,12 @@ def test_tower_of_powers_returns_quickly(tmp_path):
     ("(" * 3000 + "1" + ")" * 3000, 1),
 ], ids=["sum-3000", "minus-3000", "minus-2999", "parens-3000"])
 def test_deep_expressions_evaluate(tmp_path, expr, value):
-    spec = write(tmp_path, ONE_MODEL + f"    x = {expr}\n}}\n")
+    spec = write(tmp_path, ONE_MODEL + f"    let x = {expr}\n}}\n")
     assert cells(cli("eval", "--json", spec, code=0), "a")["x"] == value
 
 
 def test_too_deep_expression_is_a_spec_error(tmp_path):
-    spec = write(tmp_path, ONE_MODEL + "    x = " + " + ".join(["1"] * 6000) + "\n}\n")
+    spec = write(tmp_path, ONE_MODEL + "    let x = " + " + ".join(["1"] * 6000) + "\n}\n")
     r = cli("eval", spec, code=1)
     assert "nests too deeply" in r.stderr
 
@@ -251,7 +251,7 @@ def test_too_deep_expression_is_a_spec_error(tmp_path):
 @pytest.mark.parametrize("expr", ["(" * 6000 + "1" + ")" * 6000, "-" * 6000 + "1", "-(" * 6000 + "1" + ")" * 6000],
                          ids=["parens-6000", "minus-6000", "minus-parens-6000"])
 def test_six_thousand_levels_evaluate_or_fail_cleanly(tmp_path, expr):
-    spec = write(tmp_path, ONE_MODEL + f"    x = {expr}\n}}\n")
+    spec = write(tmp_path, ONE_MODEL + f"    let x = {expr}\n}}\n")
     r = cli("eval", "--json", spec)
     if r.exit_code == 0:
         assert cells(r, "a")["x"] == 1
@@ -303,7 +303,7 @@ def test_exponential_fits_on_an_integer_cell_solves_to_5(tmp_path):
 
 
 def test_exponential_fits_on_a_new_unknown_answers_or_explains(tmp_path):
-    spec = write(tmp_path, ONE_MODEL + "    x = ?\n    fits = 2^x + x^3 + 3^x <= 1000\n}\n")
+    spec = write(tmp_path, ONE_MODEL + "    let x = ?\n    let fits = 2^x + x^3 + 3^x <= 1000\n}\n")
     r = cli("solve", spec, "--for", "x", "--json")
     assert r.exit_code in (0, 1)
     answer = json.loads(r.stdout) if r.exit_code == 0 else None
@@ -319,14 +319,14 @@ def test_exponential_fits_on_a_new_unknown_answers_or_explains(tmp_path):
 
 
 def test_exponential_fits_message_is_not_false(tmp_path):
-    spec = write(tmp_path, ONE_MODEL + "    x = ?\n    fits = 2^x + x^3 + 3^x <= 1000\n}\n")
+    spec = write(tmp_path, ONE_MODEL + "    let x = ?\n    let fits = 2^x + x^3 + 3^x <= 1000\n}\n")
     r = cli("solve", spec, "--for", "x", "--json", code=0)
     answer = json.loads(r.stdout)
     assert answer["value"] is not None or "no positive" not in (answer["message"] or "")
 
 
 def test_power_tower_returns_quickly(tmp_path):
-    spec = write(tmp_path, ONE_MODEL + "    x = ?\n    fits = x^x^x <= 1000\n}\n")
+    spec = write(tmp_path, ONE_MODEL + "    let x = ?\n    let fits = x^x^x <= 1000\n}\n")
     started = time.perf_counter()
     r = cli("solve", spec, "--for", "x", "--json")
     assert r.exit_code in (0, 1)
@@ -343,14 +343,14 @@ def test_power_tower_returns_quickly(tmp_path):
 
 @pytest.mark.parametrize("command", ["eval", "solve"])
 def test_fits_that_is_a_number_is_an_error(tmp_path, command):
-    spec = write(tmp_path, ONE_MODEL + "    x = ?\n    fits = x\n}\n")
+    spec = write(tmp_path, ONE_MODEL + "    let x = ?\n    let fits = x\n}\n")
     args = ["solve", spec, "--for", "x"] if command == "solve" else ["eval", spec]
     r = cli(*args, code=1)
     assert "must be a condition" in r.stderr and errors(r) == 1
 
 
 def test_non_monotone_fits_is_not_silently_answered(tmp_path):
-    spec = write(tmp_path, ONE_MODEL + "    x = ?\n    fits = x != 3\n}\n")
+    spec = write(tmp_path, ONE_MODEL + "    let x = ?\n    let fits = x != 3\n}\n")
     r = cli("eval", "--json", spec)
     if r.exit_code == 1:
         assert ("does not check out" in r.stderr or "kvdsl solves conditions made of" in r.stderr) and errors(r) == 1
@@ -509,9 +509,9 @@ def test_unclosed_parenthesis_is_not_an_unknown_unit(tmp_path):
 
 
 @pytest.mark.parametrize("line", [
-    "    x = 1 1  # " + "a" * 200_000,
-    "    x = 1" + " " * 200_000 + "$",
-    "    x = " + "1 + " * 50_000 + "1 1",
+    "    let x = 1 1  # " + "a" * 200_000,
+    "    let x = 1" + " " * 200_000 + "$",
+    "    let x = " + "1 + " * 50_000 + "1 1",
 ], ids=["error-then-long-comment", "error-after-long-spaces", "error-after-long-sum"])
 def test_error_on_a_very_long_line_is_short(tmp_path, line):
     spec = write(tmp_path, ONE_MODEL + line + "\n}\n")
@@ -521,8 +521,8 @@ def test_error_on_a_very_long_line_is_short(tmp_path, line):
 
 
 @pytest.mark.parametrize("line", [
-    "    x = " + "a" * 200_000,
-    "    x = 1 " + "b" * 200_000,
+    "    let x = " + "a" * 200_000,
+    "    let x = 1 " + "b" * 200_000,
     "    layers = " + "9" * 200_000,
 ], ids=["unknown-name", "unknown-unit", "long-number"])
 def test_error_quoting_a_very_long_token_is_short(tmp_path, line):
@@ -546,7 +546,7 @@ def test_export_title_with_a_control_character(tmp_path):
 
 
 def test_export_excel_name_too_long(tmp_path):
-    spec = write(tmp_path, ONE_MODEL + "    " + "c" * 260 + " = 1\n}\n")
+    spec = write(tmp_path, ONE_MODEL + "    let " + "c" * 260 + " = 1\n}\n")
     out = tmp_path / "out.xlsx"
     r = cli("export", spec, "-o", out, code=1)
     assert "longer than" in r.stderr and errors(r) == 1

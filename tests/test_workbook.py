@@ -36,7 +36,7 @@ CHANGES = {
     "hardware": [("mistral_7b_l4.hardware", "h100_sxm")],
     "engine": [("v22_gpt_oss_120b.engine", "sglang"), ("v23_qwen3_next_80b_h200x2.engine", "trtllm")],
     "engine_inputs": [("v25_nemotron_3_nano_4b_gb10.kv_cache_memory_bytes", 8 * 2**30),
-                      ("v20_deepseek_v2_lite_l4x4.pipeline_stages", 1), ("v10_qwen3_8b_rtx4090.vllm_tokens_from_concurrency", False)],
+                      ("v20_deepseek_v2_lite_l4x4.pipeline_stages", 1), ("v10_qwen3_8b_rtx4090.vllm.tokens_from_concurrency", False)],
 }
 
 REQUIRED = "layers = {layers}\n    heads = 4\n    head_dim = 8\n    params = 1e9\n"
@@ -124,7 +124,7 @@ SPECS = {
     "id_cell": f"""
         model m "A" {{
             {REQUIRED.format(layers=2)}
-            id = 7
+            let id = 7
         }}
         model n "B" {{
             {REQUIRED.format(layers=4)}
@@ -137,7 +137,7 @@ SPECS = {
             model = n
             hardware = hw
         }}
-        """,
+            """,
 }
 
 # ---- fixtures ------------------------------------------------------------------
@@ -293,7 +293,9 @@ def test_results_are_formulas_and_inputs_are_not(catalog_wb, catalog_program):
             target = destination(catalog_wb, f"{info.name}.{cell}")
             assert target.parent.title == BLOCK_SHEETS[info.kind]
             where = f"{info.name}.{cell} ({target.coordinate}: {target.value!r})"
-            if rc.form == "input":
+            if rc.form == "input" and rc.scope and rc.origin == "engine":  # the engine's setting, read from its row
+                assert target.value == f"={rc.scope}.{rc.local_name}", where
+            elif rc.form == "input":
                 assert isinstance(target.value, (int, float)) and target.data_type in ("n", "b"), where
                 assert (target.data_type == "b") == isinstance(value, bool), where
                 checked["input"] += 1

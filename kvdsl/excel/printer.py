@@ -364,3 +364,81 @@ def _check_limits(text: str) -> None:
                                   f"{MAX_FUNCTION_NESTING} levels")
         elif ch == ")" and stack:
             stack.pop()
+
+
+# ---- resolved kvspec rules, printed directly ------------------------------------
+#
+# A cell's own rule prints as written, without passing through SymPy: it may
+# hold text (`"GQA"`, `&`) and compares text (`engine == "vllm"`), which
+# SymPy cannot express, and printing as written keeps the formula readable
+# next to the spec.  Excel binds a leading minus tighter than `^`, so a
+# negative operand is always parenthesized.
+
+_R_CMP, _R_CONCAT, _R_ADD, _R_MUL, _R_POW, _R_ATOM = range(6)
+_R_NEG = -1  # text that starts with a unary minus
+
+
+class RulePrinter:
+    """Prints a resolved kvspec expression as Excel formula text; `name` gives each CellRef's text."""
+
+    def __init__(self, name):
+        self.name = name
+        self._numbers = ExcelPrinter()
+
+    def doprint(self, expr) -> str:
+        text = self._print(expr)[0]
+        _check_limits(text)
+        return text
+
+    def _print(self, expr) -> tuple[str, int]:
+        from sympy import Rational
+
+        from .. import model as m
+        from ..functions import FUNCTIONS
+        from ..program import CellRef
+
+        if isinstance(expr, m.Num):
+            text, prec = self._numbers._number(Rational(expr.value.numerator, expr.value.denominator))
+            return text, (_R_NEG if text.startswith("-") else _R_MUL if prec == MUL else _R_POW if prec == POW else _R_ATOM)
+        if isinstance(expr, m.Bool):
+            return ("TRUE" if expr.value else "FALSE"), _R_ATOM
+        if isinstance(expr, m.Str):
+            return excel_text_literal(expr.value), _R_ATOM
+        if isinstance(expr, CellRef):
+            text = str(self.name(expr))
+            return (text if _SIMPLE_NAME.fullmatch(text) or text.endswith(")") else f"({text})"), _R_ATOM
+        if isinstance(expr, m.Unary):
+            if expr.op == "not":
+                return f"NOT({self._print(expr.operand)[0]})", _R_ATOM
+            return "-" + self._operand(expr.operand, lambda p: p < _R_ATOM), _R_NEG
+        if isinstance(expr, m.If):
+            parts = [self._print(x)[0] for x in (expr.cond, expr.then, expr.otherwise)]
+            return f"IF({', '.join(parts)})", _R_ATOM
+        if isinstance(expr, m.Call):
+            function = FUNCTIONS[expr.func]
+            text = function.excel([self._print(a)[0] for a in expr.args])
+            return text, (_R_NEG if function.excel_negative else _R_ATOM)
+        if isinstance(expr, m.Binary):
+            return self._binary(expr)
+        raise ExportError(f"cannot write `{expr}` as an Excel formula")
+
+    def _operand(self, expr, needs) -> str:
+        text, prec = self._print(expr)
+        return f"({text})" if prec == _R_NEG or needs(prec) else text
+
+    def _binary(self, expr) -> tuple[str, int]:
+        op = expr.op
+        if op in ("and", "or"):
+            return f"{op.upper()}({self._print(expr.left)[0]}, {self._print(expr.right)[0]})", _R_ATOM
+        if op in _RELATIONAL_OPS:
+            left = self._operand(expr.left, lambda p: p <= _R_CMP)
+            right = self._operand(expr.right, lambda p: p <= _R_CMP)
+            return f"{left}{_RELATIONAL_OPS[op]}{right}", _R_CMP
+        prec = {"&": _R_CONCAT, "+": _R_ADD, "-": _R_ADD, "*": _R_MUL, "/": _R_MUL, "^": _R_POW}[op]
+        if op == "^":  # Excel's ^ is left-associative: parenthesize every operand that is not an atom
+            left = self._operand(expr.left, lambda p: p < _R_ATOM)
+            right = self._operand(expr.right, lambda p: p < _R_ATOM)
+        else:
+            left = self._operand(expr.left, lambda p: p < prec)
+            right = self._operand(expr.right, lambda p: p <= prec)
+        return f"{left}{op}{right}", prec

@@ -26,11 +26,11 @@ import sympy as sp
 
 from ..display import context_label
 from ..errors import ExportError
-from ..graph import CellRef, Key, Program
+from ..graph import Key, Origin, Program
 from ..search import depends_on
-from ..symbolic import Expander, convert
+from ..symbolic import Expander
 from ..units import BYTES, TOKENS, Dim
-from .printer import excel_formula, excel_text_literal
+from .printer import RulePrinter, excel_formula, excel_text_literal
 
 SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines"}
 COLUMN_SETS = {"model": "all_models", "hardware": "all_hardware", "deployment": "all_deployments", "format": "all_formats",
@@ -152,18 +152,8 @@ class WorkbookWriter:
         return "=" + excel_formula(expr, refs)
 
     def rule_formula(self, key: Key) -> str:
-        rc = self.program.cells[key]
-        refs: dict[str, str] = {}
-        symbols: dict = {}
-
-        def ref(r: CellRef):
-            token = (r.key, r.via)
-            if token not in symbols:
-                symbols[token] = sp.Symbol(f"ref{len(symbols)}")
-                refs[symbols[token].name] = self.lookup(r.key, r.via)
-            return symbols[token]
-
-        return self.formula(convert(rc.expr, ref), refs)
+        """A cell's own rule, as written, over the defined names of the cells it reads."""
+        return "=" + RulePrinter(lambda r: self.lookup(r.key, r.via)).doprint(self.program.cells[key].expr)
 
     def expanded_formula(self, expr, expander: Expander, extra: dict) -> str:
         refs = {sym.name: self.lookup(key, expander.vias.get(sym, ())) for sym, key in expander.symbols.items()}
@@ -216,7 +206,7 @@ class WorkbookWriter:
                 unit_cell = ws.cell(2, columns[cell])
                 if unit_cell.value is None and isinstance(rc.dim, Dim) and rc.dim.unit():
                     unit_cell.value = rc.dim.unit()
-                if rc.form in ("rule", "unknown") or (rc.form == "ref" and not isinstance(rc.ref_expr, str)):
+                if target.data_type == "f":
                     note = f"{rc.span.path}:{rc.span.line}\n{rc.cell.source}"
                     target.comment = Comment(note, "kvdsl", width=420, height=110)
         ws.cell(2, 1, "unit").font = Font(italic=True)
@@ -233,7 +223,11 @@ class WorkbookWriter:
 
         rc = self.program.cells[key]
         value = self.values.get(key)
-        if rc.form == "input":
+        if rc.scope and rc.origin == Origin.ENGINE and (rc.scope, rc.local_name) in self.program.cells:
+            # an engine's setting, unchanged by this deployment: read it from the engine's row
+            target.value = "=" + self.cell_name((rc.scope, rc.local_name))
+            self.formulas += 1
+        elif rc.form == "input":
             target.value = _number(value)
             target.fill = PatternFill("solid", fgColor="FFF2CC")
             target.font = Font(color="1F4E79")
@@ -318,12 +312,7 @@ class WorkbookWriter:
         for i, name in enumerate(self.layout.blocks["model"], start=2):
             n = lambda cell, block=name: self.cell_name((block, cell))  # noqa: E731
             _text(ws.cell(i, 1), self.program.blocks[name].title)
-            ws.cell(i, 2).value = (
-                f'=IF({n("full_layers")}+{n("sliding_layers")}=0,"SSM",'
-                f'IF({n("mla")},"MLA",IF({n("kv_heads")}={n("heads")},"MHA",IF({n("kv_heads")}=1,"MQA","GQA")))'
-                f'&IF({n("sliding_layers")}>0," + sliding("&{n("window")}&")","")'
-                f'&IF({n("ssm_layers")}>0," + SSM",""))'
-            )
+            ws.cell(i, 2).value = f"={n('scheme')}"
             ws.cell(i, 3).value = f"={n('kv_elements_per_token')}"
             ws.cell(i, 3).number_format = "#,##0"
             ws.cell(i, 4).value = f"={n('mha_reduction')}"

@@ -1,0 +1,198 @@
+"""Resolver pass 3: the dimension of every cell (bytes, tokens/s, a condition,
+text), mixed dimensions refused, cycles found, and the cells put in dependency
+order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from . import model as m
+from .errors import CycleError, DimensionError, UnknownNameError, did_you_mean
+from .functions import FUNCTIONS
+from .names import ERROR, REF, TEXT
+from .program import CellRef, Form, Key, ResolvedCell
+from .units import BOOL, NUMBER, Dim
+
+
+class _Zero:
+    """The dimension of a bare `0`, which matches any other."""
+
+
+ZERO = _Zero()
+
+
+class DimensionChecker:
+    """Dimension inference over the resolver's resolved cells."""
+
+    def dim_of(self, key: Key):
+        if key in self._dims:
+            return self._dims[key]
+        if key in self._on_stack:
+            cycle = self._stack[self._stack.index(key) :]
+            if frozenset(cycle) not in self._cycles:
+                self._cycles.add(frozenset(cycle))
+                names = " -> ".join(f"{b}.{c}" for b, c in cycle + [key])
+                first = self.cells[cycle[0]]
+                self.errors.append(CycleError(f"cells depend on each other in a cycle: {names}", first.cell.name_span))
+            return ERROR
+        rc = self.cells[key]
+        self._stack.append(key)
+        self._on_stack.add(key)
+        try:
+            dim = self._cell_dim(rc)
+        finally:
+            self._stack.pop()
+            self._on_stack.discard(key)
+        self._dims[key] = dim
+        rc.dim = dim
+        self.order.append(key)
+        return dim
+
+    def _cell_dim(self, rc: ResolvedCell):
+        if rc.dim is ERROR:
+            return ERROR
+        if rc.form in (Form.TEXT, Form.REF):
+            return TEXT if rc.form == Form.TEXT else REF
+        if rc.form == Form.UNKNOWN:
+            inherited = self.inherited_dim(rc)
+            return inherited if isinstance(inherited, Dim) or inherited == BOOL else NUMBER
+        inherited = self.inherited_dim(rc) if rc.form != Form.REQUIRE else None
+        if rc.form == Form.INPUT and isinstance(rc.expr, m.Num) and rc.expr.bare:
+            if isinstance(inherited, Dim) and not inherited.dimensionless:
+                rc.expr = dataclasses.replace(rc.expr, dim=inherited, bare=False)
+        dim = self._infer(rc.expr)
+        dim = NUMBER if dim is ZERO else dim
+        if rc.form == Form.REQUIRE:
+            if dim not in (BOOL, ERROR):
+                self.errors.append(DimensionError(f"`require` needs a condition, not {describe(dim)}", rc.cell.expr.span))
+            return dim
+        if dim is not ERROR and inherited is not None and inherited != dim:
+            where = rc.cell.expr.span if rc.cell.expr is not None else rc.cell.span
+            self.errors.append(DimensionError(
+                f"`{rc.local_name}` is {describe(inherited)}, but this is {describe(dim)}", where,
+                hint=f"`{rc.local_name}` is defined at {rc.shadowed[0].span}"))
+            return ERROR
+        return dim
+
+    def _infer(self, e):
+        cls = e.__class__
+        if cls is CellRef:
+            dim = self._dims[e.key] if e.key in self._dims else self.dim_of(e.key)
+            return TEXT if dim == REF else dim
+        if cls is m.Binary:
+            return self._infer_binary(e)
+        if cls is m.Num:
+            return ZERO if (e.bare and e.value == 0) else e.dim
+        if cls is m.Bool:
+            return BOOL
+        if cls is m.Str:
+            return TEXT
+        if isinstance(e, m.Name):
+            return ERROR
+        if isinstance(e, m.Unary):
+            inner = self._infer(e.operand)
+            want = BOOL if e.op == "not" else "number"
+            return self._expect(inner, want, e.operand.span, e.op)
+        if isinstance(e, m.If):
+            self._expect(self._infer(e.cond), BOOL, e.cond.span, "if")
+            return self._same([e.then, e.otherwise], e.span, "the two branches of `if`")
+        if isinstance(e, m.Call):
+            return self._infer_call(e)
+        return ERROR
+
+    def _expect(self, dim, want, span, op: str):
+        if dim is ERROR:
+            return ERROR
+        if want == BOOL and dim != BOOL:
+            self.errors.append(DimensionError(f"`{op}` needs a condition (true or false), not {describe(dim)}", span))
+            return ERROR
+        if want == "number" and dim in (BOOL, TEXT):
+            self.errors.append(DimensionError(f"`{op}` needs a number, not {'a condition' if dim == BOOL else 'text'}", span))
+            return ERROR
+        return dim
+
+    def _same(self, exprs, span, what: str):
+        dims = [self._infer(x) for x in exprs]
+        if any(d is ERROR for d in dims):
+            return ERROR
+        real = [d for d in dims if d is not ZERO]
+        if not real:
+            return ZERO
+        if any(d != real[0] for d in real):
+            described = " and ".join(dict.fromkeys(describe(d) for d in real))
+            self.errors.append(DimensionError(f"{what} mix {described}", span))
+            return ERROR
+        return real[0]
+
+    def _infer_binary(self, e: m.Binary):
+        op = e.op
+        if op in ("and", "or"):
+            left = self._expect(self._infer(e.left), BOOL, e.left.span, op)
+            right = self._expect(self._infer(e.right), BOOL, e.right.span, op)
+            return ERROR if ERROR in (left, right) else BOOL
+        if op == "&":
+            sides = [self._infer(e.left), self._infer(e.right)]
+            if ERROR in sides:
+                return ERROR
+            for side, expr in zip(sides, (e.left, e.right)):
+                if side == BOOL:
+                    self.errors.append(DimensionError("`&` joins text and numbers, not conditions", expr.span))
+                    return ERROR
+            return TEXT
+        if op in ("+", "-"):
+            word = "adds" if op == "+" else "subtracts"
+            dim = self._same([e.left, e.right], e.span, f"`{op}` {word} values that")
+            if dim in (BOOL, TEXT):
+                self.errors.append(DimensionError(f"`{op}` needs numbers, not {describe(dim)}", e.span,
+                                                  hint="join text with `&`" if dim == TEXT else None))
+                return ERROR
+            return dim
+        if op in ("<", "<=", ">", ">=", "==", "!="):
+            dim = self._same([e.left, e.right], e.span, "the comparison's two sides")
+            if dim in (BOOL, TEXT) and op not in ("==", "!="):
+                self.errors.append(DimensionError(f"`{op}` compares numbers, not {describe(dim)}", e.span))
+            return ERROR if dim is ERROR else BOOL
+        left = self._expect(self._infer(e.left), "number", e.left.span, op)
+        right = self._expect(self._infer(e.right), "number", e.right.span, op)
+        if ERROR in (left, right):
+            return ERROR
+        left = NUMBER if left is ZERO else left
+        right = NUMBER if right is ZERO else right
+        if op == "*":
+            return left * right
+        if op == "/":
+            return left / right
+        # ^
+        if not right.dimensionless:
+            self.errors.append(DimensionError(f"an exponent must be a plain number, not {describe(right)}", e.right.span))
+            return ERROR
+        if left.dimensionless:
+            return NUMBER
+        if isinstance(e.right, m.Num) and e.right.value.denominator == 1:
+            return left ** int(e.right.value)
+        self.errors.append(DimensionError(f"{describe(left)} can only be raised to a whole number written out", e.right.span))
+        return ERROR
+
+    def _infer_call(self, e: m.Call):
+        function = FUNCTIONS.get(e.func)
+        if function is None:
+            self.errors.append(UnknownNameError(f"unknown function `{e.func}`", e.func_span,
+                                                hint=did_you_mean(e.func, FUNCTIONS) or "functions: " + ", ".join(FUNCTIONS)))
+            return ERROR
+        if len(e.args) < function.min_args or (function.max_args is not None and len(e.args) > function.max_args):
+            self.errors.append(DimensionError(f"`{e.func}` takes {function.arity_text()}, not {len(e.args)}", e.span))
+            return ERROR
+        dim = self._same(list(e.args), e.span, f"the arguments of `{e.func}`")
+        if dim in (BOOL, TEXT):
+            self.errors.append(DimensionError(f"`{e.func}` needs numbers, not {describe(dim)}", e.span))
+            return ERROR
+        return dim
+
+
+def describe(dim) -> str:
+    if dim == BOOL:
+        return "conditions"
+    if dim == TEXT:
+        return "text"
+    return str(dim)

@@ -1,0 +1,155 @@
+"""The resolved program: blocks merged and named, every cell with its resolved
+expression, dimension and place in dependency order.  The resolver
+(`kvdsl/graph.py`) builds it; evaluation, solving and the printers read it.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Optional
+
+from . import model as m
+from .errors import Span
+
+Key = tuple  # (block name, cell name)
+
+
+class Form(str, enum.Enum):
+    """What a resolved cell holds."""
+
+    INPUT = "input"  # a literal number or condition
+    RULE = "rule"  # an expression over other cells
+    TEXT = "text"  # a literal string, or a layer pattern shown as text
+    REF = "ref"  # names a block (`model = llama_3_1_8b`)
+    UNKNOWN = "unknown"  # `?`: solved against the block's `fits`
+    PATTERN = "pattern"  # a layer pattern, before resolution turns it into text
+    DECLARE = "declare"  # `name: dimension`, a required input never set
+    REQUIRE = "require"  # a condition every value must meet
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Origin(str, enum.Enum):
+    """Where the definition a cell uses was written."""
+
+    OWN = "own"  # in the block itself
+    EXTENDS = "extends"  # in a block it extends
+    DEFAULTS = "defaults"  # in a `defaults` of its kind
+    PATTERN = "pattern"  # derived from a layer pattern
+    SET = "set"  # by `--set`
+    ENGINE = "engine"  # in an engine block, run by this deployment
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class CellRef:
+    """A resolved name in an expression: the cell it means and the reference
+    cells it went through (`model.layers` in a deployment goes through its
+    `model` cell)."""
+
+    key: Key
+    via: tuple
+    span: Span
+    text: str
+
+    _fields = ()
+
+    def children(self) -> tuple:
+        return ()
+
+
+@dataclass(eq=False)
+class ResolvedCell:
+    """One cell of one block, after merging, with its resolved expression.
+
+    `scope` is the engine whose rules the cell runs (`vllm` for the cell
+    `vllm.num_blocks` of a deployment): names in it are read in that engine
+    first, then in the deployment.
+    """
+
+    block: str
+    name: str
+    cell: m.Cell
+    origin: Origin
+    form: Form
+    expr: object = None
+    dim: object = None
+    ref_target: Optional[str] = None
+    ref_expr: object = None  # a CellRef, or the block name for a direct reference
+    shadowed: tuple = ()
+    scope: Optional[str] = None
+
+    @property
+    def key(self) -> Key:
+        return (self.block, self.name)
+
+    @property
+    def span(self) -> Span:
+        return self.cell.span
+
+    @property
+    def local_name(self) -> str:
+        """The name as the rule that defines it writes it (`num_blocks` for `vllm.num_blocks`)."""
+        return self.name[len(self.scope) + 1:] if self.scope else self.name
+
+
+@dataclass
+class BlockInfo:
+    name: str
+    kind: str
+    title: str
+    block: m.Block
+    prelude: bool
+    cells: list = field(default_factory=list)  # cell names, display order
+    requirements: list = field(default_factory=list)  # names of its `require` conditions
+    template: Optional[dict] = None  # an engine's rules: name -> definitions, nearest first
+
+
+class Program:
+    """A resolved set of blocks: `blocks`, `cells` and `order` (dependencies first)."""
+
+    def __init__(self, blocks: dict, cells: dict, order: list):
+        self.blocks = blocks
+        self.cells = cells
+        self.order = order
+
+    def cell(self, block: str, name: str) -> ResolvedCell:
+        return self.cells[(block, name)]
+
+    def user_blocks(self) -> list:
+        """Blocks a user wrote (not the prelude's), except formats."""
+        return [b for b in self.blocks.values() if not b.prelude and b.kind != "format"]
+
+    def engines(self) -> list:
+        """Every engine block, in load order."""
+        return [b for b in self.blocks.values() if b.kind == "engine"]
+
+    def dependencies(self, key: Key) -> list:
+        return [ref.key for ref in walk_refs(self.cells[key].expr)]
+
+
+def walk_refs(expr):
+    """Every CellRef in a resolved expression."""
+    if expr is None:
+        return
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if node.__class__ is CellRef:
+            yield node
+        elif node._fields:
+            stack.extend(reversed(node.children()))
+
+
+def map_names(expr, fn):
+    """A copy of `expr` with every Name replaced by fn(name)."""
+    if expr.__class__ is m.Name:
+        return fn(expr)
+    if not expr._fields:
+        return expr
+    children = expr.children()
+    return expr.replace([map_names(child, fn) for child in children])
