@@ -17,17 +17,23 @@ and where its experts sit.  The import code itself asks the row, never the
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Optional, Union
 
 from .errors import ConfigAssumption, ConfigError, KvdslError, Span, UsageError, raise_all, remember_source
 from .params import Attention, Layer, Mlp, ParamCount, Shape, StateSpace, count_params
+from .parser import MAX_FILE_BYTES
 
 MAX_SIZE = 1 << 40          # any dimension beyond this is junk, not a model
 MAX_LAYERS = 100_000
 KEYWORDS = {"import", "require", "extends", "defaults", "if", "then", "else", "and", "or", "not", "true", "false"}
+MAX_NAME = 100              # characters of a block name: it also names the file NAME.kvspec
+MAX_TITLE = 200
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
 
 
@@ -42,9 +48,10 @@ class Findings:
         self.assumptions: list[ConfigAssumption] = []
 
     def error(self, message: str, span: Span, hint: Optional[str] = None) -> None:
-        self.errors.append(ConfigError(message, span, hint))
+        self.errors.append(ConfigError(visible(message), span, hint and visible(hint)))
 
     def assume(self, message: str, span: Span) -> None:
+        message = visible(message)   # it quotes the config's text, and the spec's header quotes it
         if any(found.message == message for found in self.errors + self.assumptions):
             return
         if self.strict:
@@ -130,8 +137,11 @@ class Config:
     def whole(self, key: str, minimum: int) -> int:
         """The value of `key` as a whole number of at least `minimum`; anything else is reported."""
         value = self.data[key]
+        if isinstance(value, LongNumber):
+            self.findings.error(f"`{self.name(key)}` is a number of {value.digits:,} digits: it must be at most {MAX_SIZE:,}", self.span(key))
+            raise _Invalid
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
-            self.findings.error(f"`{self.name(key)}` must be a whole number, not {json.dumps(value)[:40]}", self.span(key))
+            self.findings.error(f"`{self.name(key)}` must be a whole number, not {_shown(value)}", self.span(key))
             raise _Invalid
         value = int(value)
         limit = MAX_LAYERS if "layer" in key else MAX_SIZE
@@ -146,7 +156,7 @@ class Config:
             return default
         value = self.data[key]
         if not isinstance(value, bool):
-            self.findings.error(f"`{self.name(key)}` must be true or false, not {json.dumps(value)[:40]}", self.span(key))
+            self.findings.error(f"`{self.name(key)}` must be true or false, not {_shown(value)}", self.span(key))
             raise _Invalid
         return value
 
@@ -155,7 +165,7 @@ class Config:
             return None
         value = self.data[key]
         if not isinstance(value, str):
-            self.findings.error(f"`{self.name(key)}` must be a string, not {json.dumps(value)[:40]}", self.span(key))
+            self.findings.error(f"`{self.name(key)}` must be a string, not {_shown(value)}", self.span(key))
             raise _Invalid
         return value
 
@@ -170,22 +180,71 @@ class Config:
         return value
 
 
+class LongNumber:
+    """A JSON integer longer than Python converts (4,300 digits by default): an error at its key if anything reads it."""
+
+    def __init__(self, digits: int):
+        self.digits = digits
+
+    def __str__(self) -> str:
+        return f"a number of {self.digits:,} digits"
+
+
+def _json_integer(text: str):
+    try:
+        return int(text)
+    except ValueError:   # past sys.get_int_max_str_digits()
+        return LongNumber(len(text.lstrip("-")))
+
+
+def _shown(value) -> str:
+    """A config value as a message quotes it: JSON, at most 40 characters."""
+    return json.dumps(value, default=str)[:40]
+
+
+# Characters `str.splitlines` breaks lines at, besides \n: an error quoting a line of the
+# config must find the line that `Span` (which counts \n) names.
+OTHER_LINE_BREAKS = {ord(ch): "\ufffd" for ch in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def read_text(path: str) -> str:
+    """The text of a regular file of at most MAX_FILE_BYTES, each line ending in a plain newline.
+
+    The file is opened without waiting (a named pipe would block) and checked before it is
+    read, so a device such as /dev/zero or /dev/urandom is refused instead of read forever.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read `{visible(path)}`: {getattr(exc, 'strerror', None) or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = "a folder, not a config.json" if stat.S_ISDIR(mode) else "not a regular file; pass a config.json or a folder of them"
+        raise UsageError(f"cannot read `{visible(path)}`: {what}")
+    with os.fdopen(fd, "rb") as stream:
+        data = stream.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        remember_source(path, "")    # nothing to quote: never read the file again to show its first line
+        raise ConfigError(f"the file is larger than {MAX_FILE_BYTES // 2**20} MiB: not a config.json", Span(path, 1, 1, 1, 2))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"`{visible(path)}` is not UTF-8 text: a config.json is JSON") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def read_config(path: str, findings: Findings) -> Config:
     """Parse a config.json; bad JSON or a non-object is a positioned error."""
+    text = read_text(path)
+    remember_source(path, text.translate(OTHER_LINE_BREAKS))
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"`{path}` is not UTF-8 text: a config.json is JSON") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read `{path}`: {exc.strerror or exc}") from None
-    remember_source(path, text)
-    try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_json_integer)
     except json.JSONDecodeError as exc:
         span = Span(path, exc.lineno, exc.colno, exc.lineno, exc.colno + 1)
         raise ConfigError(f"invalid JSON: {exc.msg}", span) from None
     except RecursionError:
-        raise ConfigError(f"`{path}` nests too deeply to be a config.json") from None
+        raise ConfigError(f"`{visible(path)}` nests too deeply to be a config.json") from None
     if not isinstance(data, dict):
         kind = {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(data), "a number")
         raise ConfigError(f"a config.json holds one JSON object, not {kind}", Span(path, 1, 1, 1, 2))
@@ -226,28 +285,78 @@ class ImportedModel:
 
     def render(self) -> str:
         """The kvspec text: a header of notes and assumptions, then the block."""
+        # Everything here may quote the config (its names, its values, its file name): each
+        # comment goes through `visible` and each string through `quoted`, so no text of the
+        # config can end a comment or a string and write kvspec of its own.
         lines = [f"# {self.title} ({self.family} architecture), imported from {self.source} by `kvdsl import`."]
         lines += [f"# {note}" for note in self.notes]
         lines += [f"# assumed: {a.message}" for a in self.assumptions]
-        lines.append(f'model {self.name} "{_quote(self.title)}" {{')
-        lines.append(f'    source = "{_quote(self.source)}"')
+        lines = [visible(line) for line in lines]
+        lines.append(f'model {self.name} "{quoted(self.title)}" {{')
+        lines.append(f'    source = "{quoted(self.source)}"')
         for cell in self.cells:
             text = f"    {cell.name} = {cell.value}"
-            lines.append(f"{text:<30} # {cell.comment}" if cell.comment else text)
+            lines.append(f"{text:<30} # {visible(cell.comment)}" if cell.comment else text)
         lines.append("}")
         return "\n".join(lines) + "\n"
 
 
-def _quote(text: str) -> str:
-    return "".join(ch if ch.isprintable() and ch not in '"\\' else "_" for ch in text)
+def visible(text: str) -> str:
+    """`text` as one line of printable characters: a line break, control or format character becomes
+    its escape (`\\n`, `\\x00`, `\\u2028`), which no reader of a line takes for the end of it."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    if ch in named:
+        return named[ch]
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def quoted(text: str) -> str:
+    """`text` inside a kvspec string: visible, with `\\` and `"` escaped."""
+    return visible(text).replace("\\", "\\\\").replace('"', '\\"')
 
 
 def block_name(title: str) -> str:
-    """A kvspec block name from a model's name: `Llama-3.1-8B` -> `llama_3_1_8b`."""
+    """A kvspec block name from a model's name: `Llama-3.1-8B` -> `llama_3_1_8b`.
+
+    A name that is a keyword or a block of the prelude (`fp8`) gets `_model` after it.
+    """
     name = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_") or "model"
     if name[0].isdigit():
         name = "m_" + name
-    return name + "_model" if name in KEYWORDS else name
+    name = name[:MAX_NAME - len("_model")].rstrip("_")
+    return name + "_model" if name in KEYWORDS or name in prelude_blocks() else name
+
+
+@lru_cache(maxsize=1)
+def prelude_blocks() -> dict[str, str]:
+    """The prelude's block names, each with its kind: names an imported model cannot take."""
+    from .loader import load
+
+    return {block.name: block.kind for block, prelude in load([]).blocks if prelude}
+
+
+def check_options(name: Optional[str], title: Optional[str]) -> None:
+    """Refuse a --name or --title the spec could not carry, before any file is read."""
+    if name is not None:
+        shown = visible(name)
+        if len(name) > MAX_NAME:
+            raise UsageError(f"--name is {len(name):,} characters long: a model's name has at most {MAX_NAME}")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) or name in KEYWORDS:
+            raise UsageError(f"--name `{shown}` is not a kvspec name: letters, digits and `_`, not starting with a digit, not a keyword")
+        if name in prelude_blocks():
+            raise UsageError(f"--name `{name}` is already a {prelude_blocks()[name]} of kvdsl's prelude: choose another name")
+    if title is not None:
+        if len(title) > MAX_TITLE:
+            raise UsageError(f"--title is {len(title):,} characters long: a title has at most {MAX_TITLE}")
+        if not title.isprintable():
+            raise UsageError(f"--title `{visible(title)}` must be one line of printable text (no line breaks or control characters)")
 
 
 def published_name(config: Config) -> tuple[str, str]:
@@ -559,6 +668,7 @@ TEXT_MODEL_TYPES = {"gemma3": "gemma3_text"}   # a multimodal model_type -> its 
 
 def import_config(path: str, name: Optional[str] = None, title: Optional[str] = None, strict: bool = False) -> ImportedModel:
     """Read one config.json and return its model spec; raise every error found together."""
+    check_options(name, title)
     findings = Findings(strict)
     root = read_config(path, findings)
     try:
@@ -597,8 +707,6 @@ def _import(root: Config, findings: Findings, name: Optional[str], title: Option
     model_type = _model_type(root, config)
     repo, published = published_name(root)
     title = title or published
-    if name is not None and (not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) or name in KEYWORDS):
-        raise UsageError(f"--name `{name}` is not a kvspec name: letters, digits and `_`, not starting with a digit, not a keyword")
     known = FAMILIES.get(model_type)
     family = known or GENERIC
     config.family = family
@@ -907,7 +1015,7 @@ def _weights_dtype(root: Config, config: Config, out: ImportedModel) -> None:
         return
     read = _compressed_tensors(quant) if method == "compressed-tensors" else _quantized(method, quant)
     if read is None:
-        root.findings.assume(f"`quantization_config` ({json.dumps(method)}) is not one kvdsl reads: weights taken as "
+        root.findings.assume(f"`quantization_config` ({_shown(method)}) is not one kvdsl reads: weights taken as "
                              f"{out.weight_dtype}", root.span("quantization_config"))
     else:
         out.weight_dtype, out.weight_comment = read
@@ -971,14 +1079,35 @@ def _params_cell(out: ImportedModel, shape: Shape) -> None:
 def config_files(source: str) -> list[str]:
     """The config.json files a source names: the file itself, or every `*.json` in a folder."""
     path = Path(source)
-    if path.is_dir():
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise UsageError(_not_found(source)) from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read `{visible(source)}`: {getattr(exc, 'strerror', None) or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        try:
+            os.listdir(path)
+        except OSError as exc:
+            raise UsageError(f"cannot read `{visible(source)}`: {exc.strerror or exc}") from None
         files = sorted(str(p) for p in path.glob("*.json") if p.is_file())
         if not files:
-            raise UsageError(f"`{source}` holds no .json files")
+            raise UsageError(f"`{visible(source)}` holds no .json files")
         return files
-    if not path.exists():
-        raise UsageError(f"cannot read `{source}`: not found")
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"cannot read `{visible(source)}`: not a regular file; pass a config.json or a folder of them")
     return [source]
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def _not_found(source: str) -> str:
+    if HUB_ID.fullmatch(source) and not source.endswith(".json"):
+        return (f"`{source}` is not a file or folder here, and kvdsl does not fetch models from the Hugging Face Hub: "
+                f"download its config.json (`huggingface-cli download {source} config.json --local-dir DIR`) "
+                "and pass that file or DIR")
+    return f"cannot read `{visible(source)}`: not found"
 
 
 def import_all(files: list[str], name: Optional[str] = None, title: Optional[str] = None,
