@@ -397,21 +397,25 @@ def qwen_windows(config: Config, layers: int) -> tuple[list[str], str]:
 
 
 def gemma2_layers(config: Config, layers: int) -> tuple[list[str], str]:
+    """Gemma 2: local (sliding) and global layers alternate, a local one first."""
     kinds = ["sliding" if i % 2 == 0 else "full" for i in range(layers)]
     return kinds, "Gemma 2 alternates local (sliding) and global layers, starting with a local one (set by the model code)"
 
 
 def gemma3_layers(config: Config, layers: int) -> tuple[list[str], str]:
+    """Gemma 3: every `sliding_window_pattern`th layer global, the others local."""
     pattern = config.integer("sliding_window_pattern")
     kinds = ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)]
     return kinds, f"Gemma 3: every {pattern}th layer global, the others local (sliding_window_pattern {pattern})"
 
 
 def all_state_space(config: Config, layers: int) -> tuple[list[str], str]:
+    """Mamba, Mamba-2: no attention at all."""
     return ["ssm"] * layers, "every layer a state-space (Mamba) layer"
 
 
 def jamba_layers(config: Config, layers: int) -> tuple[list[str], str]:
+    """Jamba: attention where layer % `attn_layer_period` == `attn_layer_offset`, Mamba elsewhere."""
     period, offset = config.integer("attn_layer_period"), config.integer("attn_layer_offset", minimum=0)
     kinds = ["full" if i % period == offset else "ssm" for i in range(layers)]
     return kinds, f"attention where layer % attn_layer_period ({period}) == attn_layer_offset ({offset}), Mamba elsewhere"
@@ -436,6 +440,7 @@ def nemotron_layers(config: Config, layers: int) -> tuple[list[str], str]:
 
 
 def qwen3_next_layers(config: Config, layers: int) -> tuple[list[str], str]:
+    """Qwen3-Next: every `full_attention_interval`th layer full attention, gated delta-net between."""
     interval = config.integer("full_attention_interval")
     kinds = ["full" if (i + 1) % interval == 0 else "ssm" for i in range(layers)]
     return kinds, f"every {interval}th layer full attention, the others gated delta-net (linear attention)"
@@ -529,6 +534,7 @@ def gated_deltanet_state(config: Config, hidden: int, out: ImportedModel) -> Sta
 
 
 def dense_mlp_from_keys(config: Config, hidden: int, gated: bool, out: ImportedModel) -> Mlp:
+    """A dense MLP of `intermediate_size` (or `ffn_hidden_size`)."""
     key = config.first("intermediate_size", "ffn_hidden_size")
     inner = config.integer(key or "intermediate_size")
     out.add("intermediate_size", inner, config.cite(key or "intermediate_size"))
@@ -543,6 +549,7 @@ def falcon_mlp(config: Config, hidden: int, gated: bool, out: ImportedModel) -> 
 
 
 def every_layer(config: Config, i: int) -> bool:
+    """Mixtral, gpt-oss and most MoE families: every layer's MLP is the experts."""
     return True
 
 
@@ -560,6 +567,7 @@ def every_sparse_step(config: Config, i: int) -> bool:
 
 
 def jamba_experts(config: Config, i: int) -> bool:
+    """Jamba: experts where layer % `expert_layer_period` == `expert_layer_offset`."""
     return i % config.integer("expert_layer_period") == config.integer("expert_layer_offset", minimum=0)
 
 
