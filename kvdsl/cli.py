@@ -286,8 +286,9 @@ def import_command(source, out, name, title, force, strict):
     from pathlib import Path
 
     from .files import atomic_writer, check_writable
-    from .hf import config_files, import_all
+    from .hf import check_options, config_files, import_all
 
+    check_options(name, title)
     files = config_files(source)
     if len(files) > 1 and (name or title):
         raise UsageError("--name and --title name one model: import a folder without them")

@@ -6,79 +6,35 @@ parameters (`kvdsl.params`) and writes one `model` block whose every cell
 names the config key it came from.  What it has to assume (a key left at the
 library default, an unrecognised architecture) is reported as a warning and
 written into the spec's header; `strict=True` turns each into an error.
+
+What differs between architectures lives in one table, FAMILIES: a `Family`
+row per `model_type` names its library defaults, how it lays out its layers,
+which attention and MLP variants it uses, how its state-space layers are read
+and where its experts sit.  The import code itself asks the row, never the
+`model_type`, so a new family is one row (and perhaps one small rule function).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional, Union
 
 from .errors import ConfigAssumption, ConfigError, KvdslError, Span, UsageError, raise_all, remember_source
 from .params import Attention, Layer, Mlp, ParamCount, Shape, StateSpace, count_params
+from .parser import MAX_FILE_BYTES
 
 MAX_SIZE = 1 << 40          # any dimension beyond this is junk, not a model
 MAX_LAYERS = 100_000
 KEYWORDS = {"import", "require", "extends", "defaults", "if", "then", "else", "and", "or", "not", "true", "false"}
-
-
-@dataclass(frozen=True)
-class Family:
-    """What kvdsl knows of one `model_type`: its name and its library defaults."""
-
-    label: str
-    tied: bool = False            # tie_word_embeddings when the config leaves it out
-    defaults: tuple = ()          # (key, value) the library uses when the key is absent
-
-
-GEMMA3_TEXT_DEFAULTS = (
-    ("vocab_size", 262208), ("hidden_size", 2304), ("intermediate_size", 9216), ("num_hidden_layers", 26),
-    ("num_attention_heads", 8), ("num_key_value_heads", 4), ("head_dim", 256), ("max_position_embeddings", 131072),
-    ("sliding_window", 4096), ("sliding_window_pattern", 6),
-)
-
-FAMILIES = {
-    "llama": Family("Llama"),
-    "mistral": Family("Mistral"),
-    "mixtral": Family("Mixtral"),
-    "qwen2": Family("Qwen2"),
-    "qwen2_moe": Family("Qwen2-MoE"),
-    "qwen3": Family("Qwen3"),
-    "qwen3_moe": Family("Qwen3-MoE"),
-    "qwen3_next": Family("Qwen3-Next", defaults=(("full_attention_interval", 4), ("linear_conv_kernel_dim", 4))),
-    "glm4_moe": Family("GLM-4.5"),
-    "deepseek_v2": Family("DeepSeek-V2"),
-    "deepseek_v3": Family("DeepSeek-V3"),
-    "kimi_k2": Family("Kimi K2"),
-    "gpt_oss": Family("gpt-oss"),
-    "gemma": Family("Gemma", tied=True),
-    "gemma2": Family("Gemma 2", tied=True),
-    "gemma3_text": Family("Gemma 3", tied=True, defaults=GEMMA3_TEXT_DEFAULTS),
-    "mamba": Family("Mamba", tied=True),
-    "mamba2": Family("Mamba-2", defaults=(("n_groups", 1), ("conv_kernel", 4), ("expand", 2))),
-    "jamba": Family("Jamba", defaults=(("attn_layer_period", 8), ("attn_layer_offset", 4), ("expert_layer_period", 2),
-                                        ("expert_layer_offset", 1), ("mamba_d_state", 16), ("mamba_d_conv", 4), ("mamba_expand", 2))),
-    "nemotron_h": Family("Nemotron-H", defaults=(("n_groups", 8), ("conv_kernel", 4))),
-    "phi3": Family("Phi-3"),
-    "falcon": Family("Falcon", tied=True),
-}
-
-ARCHITECTURES = {  # configs without model_type still name their class
-    "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "MixtralForCausalLM": "mixtral",
-    "Qwen2ForCausalLM": "qwen2", "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3ForCausalLM": "qwen3",
-    "Qwen3MoeForCausalLM": "qwen3_moe", "Qwen3NextForCausalLM": "qwen3_next", "Glm4MoeForCausalLM": "glm4_moe",
-    "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3", "GptOssForCausalLM": "gpt_oss",
-    "GemmaForCausalLM": "gemma", "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
-    "Gemma3ForConditionalGeneration": "gemma3_text", "MambaForCausalLM": "mamba", "Mamba2ForCausalLM": "mamba2",
-    "JambaForCausalLM": "jamba", "NemotronHForCausalLM": "nemotron_h", "Phi3ForCausalLM": "phi3",
-    "FalconForCausalLM": "falcon", "RWForCausalLM": "falcon",
-}
-
+MAX_NAME = 100              # characters of a block name: it also names the file NAME.kvspec
+MAX_TITLE = 200
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}
-SSM_FAMILIES = {"mamba", "mamba2"}
-MLA_FAMILIES = {"deepseek_v2", "deepseek_v3", "kimi_k2"}
 
 
 # ---------------------------------------------------------------- reading
@@ -92,9 +48,10 @@ class Findings:
         self.assumptions: list[ConfigAssumption] = []
 
     def error(self, message: str, span: Span, hint: Optional[str] = None) -> None:
-        self.errors.append(ConfigError(message, span, hint))
+        self.errors.append(ConfigError(visible(message), span, hint and visible(hint)))
 
     def assume(self, message: str, span: Span) -> None:
+        message = visible(message)   # it quotes the config's text, and the spec's header quotes it
         if any(found.message == message for found in self.errors + self.assumptions):
             return
         if self.strict:
@@ -180,8 +137,11 @@ class Config:
     def whole(self, key: str, minimum: int) -> int:
         """The value of `key` as a whole number of at least `minimum`; anything else is reported."""
         value = self.data[key]
+        if isinstance(value, LongNumber):
+            self.findings.error(f"`{self.name(key)}` is a number of {value.digits:,} digits: it must be at most {MAX_SIZE:,}", self.span(key))
+            raise _Invalid
         if isinstance(value, bool) or not isinstance(value, (int, float)) or (isinstance(value, float) and not value.is_integer()):
-            self.findings.error(f"`{self.name(key)}` must be a whole number, not {json.dumps(value)[:40]}", self.span(key))
+            self.findings.error(f"`{self.name(key)}` must be a whole number, not {_shown(value)}", self.span(key))
             raise _Invalid
         value = int(value)
         limit = MAX_LAYERS if "layer" in key else MAX_SIZE
@@ -196,7 +156,7 @@ class Config:
             return default
         value = self.data[key]
         if not isinstance(value, bool):
-            self.findings.error(f"`{self.name(key)}` must be true or false, not {json.dumps(value)[:40]}", self.span(key))
+            self.findings.error(f"`{self.name(key)}` must be true or false, not {_shown(value)}", self.span(key))
             raise _Invalid
         return value
 
@@ -205,7 +165,7 @@ class Config:
             return None
         value = self.data[key]
         if not isinstance(value, str):
-            self.findings.error(f"`{self.name(key)}` must be a string, not {json.dumps(value)[:40]}", self.span(key))
+            self.findings.error(f"`{self.name(key)}` must be a string, not {_shown(value)}", self.span(key))
             raise _Invalid
         return value
 
@@ -220,22 +180,71 @@ class Config:
         return value
 
 
+class LongNumber:
+    """A JSON integer longer than Python converts (4,300 digits by default): an error at its key if anything reads it."""
+
+    def __init__(self, digits: int):
+        self.digits = digits
+
+    def __str__(self) -> str:
+        return f"a number of {self.digits:,} digits"
+
+
+def _json_integer(text: str):
+    try:
+        return int(text)
+    except ValueError:   # past sys.get_int_max_str_digits()
+        return LongNumber(len(text.lstrip("-")))
+
+
+def _shown(value) -> str:
+    """A config value as a message quotes it: JSON, at most 40 characters."""
+    return json.dumps(value, default=str)[:40]
+
+
+# Characters `str.splitlines` breaks lines at, besides \n: an error quoting a line of the
+# config must find the line that `Span` (which counts \n) names.
+OTHER_LINE_BREAKS = {ord(ch): "\ufffd" for ch in "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def read_text(path: str) -> str:
+    """The text of a regular file of at most MAX_FILE_BYTES, each line ending in a plain newline.
+
+    The file is opened without waiting (a named pipe would block) and checked before it is
+    read, so a device such as /dev/zero or /dev/urandom is refused instead of read forever.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read `{visible(path)}`: {getattr(exc, 'strerror', None) or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        what = "a folder, not a config.json" if stat.S_ISDIR(mode) else "not a regular file; pass a config.json or a folder of them"
+        raise UsageError(f"cannot read `{visible(path)}`: {what}")
+    with os.fdopen(fd, "rb") as stream:
+        data = stream.read(MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        remember_source(path, "")    # nothing to quote: never read the file again to show its first line
+        raise ConfigError(f"the file is larger than {MAX_FILE_BYTES // 2**20} MiB: not a config.json", Span(path, 1, 1, 1, 2))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ConfigError(f"`{visible(path)}` is not UTF-8 text: a config.json is JSON") from None
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 def read_config(path: str, findings: Findings) -> Config:
     """Parse a config.json; bad JSON or a non-object is a positioned error."""
+    text = read_text(path)
+    remember_source(path, text.translate(OTHER_LINE_BREAKS))
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"`{path}` is not UTF-8 text: a config.json is JSON") from None
-    except OSError as exc:
-        raise UsageError(f"cannot read `{path}`: {exc.strerror or exc}") from None
-    remember_source(path, text)
-    try:
-        data = json.loads(text)
+        data = json.loads(text, parse_int=_json_integer)
     except json.JSONDecodeError as exc:
         span = Span(path, exc.lineno, exc.colno, exc.lineno, exc.colno + 1)
         raise ConfigError(f"invalid JSON: {exc.msg}", span) from None
     except RecursionError:
-        raise ConfigError(f"`{path}` nests too deeply to be a config.json") from None
+        raise ConfigError(f"`{visible(path)}` nests too deeply to be a config.json") from None
     if not isinstance(data, dict):
         kind = {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(data), "a number")
         raise ConfigError(f"a config.json holds one JSON object, not {kind}", Span(path, 1, 1, 1, 2))
@@ -276,28 +285,78 @@ class ImportedModel:
 
     def render(self) -> str:
         """The kvspec text: a header of notes and assumptions, then the block."""
+        # Everything here may quote the config (its names, its values, its file name): each
+        # comment goes through `visible` and each string through `quoted`, so no text of the
+        # config can end a comment or a string and write kvspec of its own.
         lines = [f"# {self.title} ({self.family} architecture), imported from {self.source} by `kvdsl import`."]
         lines += [f"# {note}" for note in self.notes]
         lines += [f"# assumed: {a.message}" for a in self.assumptions]
-        lines.append(f'model {self.name} "{_quote(self.title)}" {{')
-        lines.append(f'    source = "{_quote(self.source)}"')
+        lines = [visible(line) for line in lines]
+        lines.append(f'model {self.name} "{quoted(self.title)}" {{')
+        lines.append(f'    source = "{quoted(self.source)}"')
         for cell in self.cells:
             text = f"    {cell.name} = {cell.value}"
-            lines.append(f"{text:<30} # {cell.comment}" if cell.comment else text)
+            lines.append(f"{text:<30} # {visible(cell.comment)}" if cell.comment else text)
         lines.append("}")
         return "\n".join(lines) + "\n"
 
 
-def _quote(text: str) -> str:
-    return "".join(ch if ch.isprintable() and ch not in '"\\' else "_" for ch in text)
+def visible(text: str) -> str:
+    """`text` as one line of printable characters: a line break, control or format character becomes
+    its escape (`\\n`, `\\x00`, `\\u2028`), which no reader of a line takes for the end of it."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in text)
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    if ch in named:
+        return named[ch]
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def quoted(text: str) -> str:
+    """`text` inside a kvspec string: visible, with `\\` and `"` escaped."""
+    return visible(text).replace("\\", "\\\\").replace('"', '\\"')
 
 
 def block_name(title: str) -> str:
-    """A kvspec block name from a model's name: `Llama-3.1-8B` -> `llama_3_1_8b`."""
+    """A kvspec block name from a model's name: `Llama-3.1-8B` -> `llama_3_1_8b`.
+
+    A name that is a keyword or a block of the prelude (`fp8`) gets `_model` after it.
+    """
     name = re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_") or "model"
     if name[0].isdigit():
         name = "m_" + name
-    return name + "_model" if name in KEYWORDS else name
+    name = name[:MAX_NAME - len("_model")].rstrip("_")
+    return name + "_model" if name in KEYWORDS or name in prelude_blocks() else name
+
+
+@lru_cache(maxsize=1)
+def prelude_blocks() -> dict[str, str]:
+    """The prelude's block names, each with its kind: names an imported model cannot take."""
+    from .loader import load
+
+    return {block.name: block.kind for block, prelude in load([]).blocks if prelude}
+
+
+def check_options(name: Optional[str], title: Optional[str]) -> None:
+    """Refuse a --name or --title the spec could not carry, before any file is read."""
+    if name is not None:
+        shown = visible(name)
+        if len(name) > MAX_NAME:
+            raise UsageError(f"--name is {len(name):,} characters long: a model's name has at most {MAX_NAME}")
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) or name in KEYWORDS:
+            raise UsageError(f"--name `{shown}` is not a kvspec name: letters, digits and `_`, not starting with a digit, not a keyword")
+        if name in prelude_blocks():
+            raise UsageError(f"--name `{name}` is already a {prelude_blocks()[name]} of kvdsl's prelude: choose another name")
+    if title is not None:
+        if len(title) > MAX_TITLE:
+            raise UsageError(f"--title is {len(title):,} characters long: a title has at most {MAX_TITLE}")
+        if not title.isprintable():
+            raise UsageError(f"--title `{visible(title)}` must be one line of printable text (no line breaks or control characters)")
 
 
 def published_name(config: Config) -> tuple[str, str]:
@@ -313,10 +372,311 @@ def published_name(config: Config) -> tuple[str, str]:
     return repo, repo.split("/")[-1]
 
 
+# ---------------------------------------------------------------- family rules
+#
+# What a family's library code does that its config.json does not say, as small
+# functions a row of FAMILIES names.  Each reads the config through `Config`, so
+# a missing or junk key is reported at its place like any other.
+
+def window_on_every_layer(config: Config, layers: int) -> tuple[list[str], str]:
+    """Mistral-style: a `sliding_window` applies to every layer."""
+    if not config.has("sliding_window"):
+        return ["full"] * layers, ""
+    return ["sliding"] * layers, "`sliding_window` on every layer"
+
+
+def qwen_windows(config: Config, layers: int) -> tuple[list[str], str]:
+    """Qwen: a window only when `use_sliding_window`, on the layers from `max_window_layers` up."""
+    if not config.has("sliding_window"):
+        return ["full"] * layers, ""
+    if not config.flag("use_sliding_window", False):
+        return ["full"] * layers, "`sliding_window` is set but `use_sliding_window` is false: no window applies"
+    first = config.integer("max_window_layers", minimum=0, required=False)
+    first = layers if first is None else min(first, layers)
+    return ["full"] * first + ["sliding"] * (layers - first), f"full attention below max_window_layers ({first}), sliding above"
+
+
+def gemma2_layers(config: Config, layers: int) -> tuple[list[str], str]:
+    """Gemma 2: local (sliding) and global layers alternate, a local one first."""
+    kinds = ["sliding" if i % 2 == 0 else "full" for i in range(layers)]
+    return kinds, "Gemma 2 alternates local (sliding) and global layers, starting with a local one (set by the model code)"
+
+
+def gemma3_layers(config: Config, layers: int) -> tuple[list[str], str]:
+    """Gemma 3: every `sliding_window_pattern`th layer global, the others local."""
+    pattern = config.integer("sliding_window_pattern")
+    kinds = ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)]
+    return kinds, f"Gemma 3: every {pattern}th layer global, the others local (sliding_window_pattern {pattern})"
+
+
+def all_state_space(config: Config, layers: int) -> tuple[list[str], str]:
+    """Mamba, Mamba-2: no attention at all."""
+    return ["ssm"] * layers, "every layer a state-space (Mamba) layer"
+
+
+def jamba_layers(config: Config, layers: int) -> tuple[list[str], str]:
+    """Jamba: attention where layer % `attn_layer_period` == `attn_layer_offset`, Mamba elsewhere."""
+    period, offset = config.integer("attn_layer_period"), config.integer("attn_layer_offset", minimum=0)
+    kinds = ["full" if i % period == offset else "ssm" for i in range(layers)]
+    return kinds, f"attention where layer % attn_layer_period ({period}) == attn_layer_offset ({offset}), Mamba elsewhere"
+
+
+NEMOTRON_LAYERS = {"M": "ssm", "*": "full", "-": "mlp", "E": "mlp"}
+
+
+def nemotron_layers(config: Config, layers: int) -> tuple[list[str], str]:
+    """Nemotron-H spells its layers out: `hybrid_override_pattern`, one character per layer."""
+    pattern = config.string("hybrid_override_pattern")
+    if pattern is None:
+        config.findings.error(f"`{config.name('hybrid_override_pattern')}` is missing: it says which layers are Mamba and which attention",
+                              config.span())
+        raise _Invalid
+    bad = sorted(set(pattern) - set(NEMOTRON_LAYERS))
+    if bad or len(pattern) != layers:
+        problem = f"has characters kvdsl does not know: {' '.join(bad)}" if bad else f"has {len(pattern)} layers but `num_hidden_layers` is {layers}"
+        config.findings.error(f"`{config.name('hybrid_override_pattern')}` {problem}", config.span("hybrid_override_pattern"))
+        raise _Invalid
+    return [NEMOTRON_LAYERS[ch] for ch in pattern], "hybrid_override_pattern (M = Mamba-2, * = attention, - = MLP, E = MoE)"
+
+
+def qwen3_next_layers(config: Config, layers: int) -> tuple[list[str], str]:
+    """Qwen3-Next: every `full_attention_interval`th layer full attention, gated delta-net between."""
+    interval = config.integer("full_attention_interval")
+    kinds = ["full" if (i + 1) % interval == 0 else "ssm" for i in range(layers)]
+    return kinds, f"every {interval}th layer full attention, the others gated delta-net (linear attention)"
+
+
+def kv_heads_from_keys(config: Config, heads: int) -> tuple[int, str]:
+    """`num_key_value_heads` or an alias; without one, multi-head attention (said as an assumption)."""
+    key = config.first("num_key_value_heads", "num_kv_heads", "n_head_kv")
+    if key is None and config.default("num_key_value_heads") is not None:
+        return config.integer("num_key_value_heads"), config.cite("num_key_value_heads")
+    if key is None:
+        config.findings.assume(f"`{config.name('num_key_value_heads')}` is not set: multi-head attention, one KV head per query head",
+                               config.span())
+        return heads, "assumed MHA: num_key_value_heads not set"
+    return config.integer(key), config.name(key)
+
+
+def falcon_kv_heads(config: Config, heads: int) -> tuple[int, str]:
+    """Falcon: `multi_query` (one KV head) unless `new_decoder_architecture` names its KV heads."""
+    if config.flag("new_decoder_architecture", False):
+        return config.integer("num_kv_heads", "n_head_kv"), f"{config.name('num_kv_heads')} (new_decoder_architecture)"
+    if config.flag("multi_query", True):
+        return 1, "multi_query: one KV head"
+    return heads, "multi_query false: one KV head per query head"
+
+
+def falcon_norms(config: Config) -> int:
+    """Falcon's old layers share one norm between parallel attention and MLP."""
+    if config.flag("new_decoder_architecture", False):
+        return 2
+    return 1 if config.flag("parallel_attn", True) else 2
+
+
+def mamba_state(config: Config, hidden: int, out: ImportedModel) -> StateSpace:
+    """Mamba-1: an inner size (`intermediate_size`, or `expand` x hidden), a state size and a conv kernel."""
+    state = config.integer("state_size", "ssm_state_size", "d_state")
+    kernel = config.integer("conv_kernel", "d_conv")
+    if config.has("intermediate_size"):
+        inner = config.integer("intermediate_size")
+        comment = config.name("intermediate_size") + (f" (expand {config.data['expand']} x hidden_size {hidden})" if config.has("expand") else "")
+    else:
+        expand = config.integer("expand")
+        inner, comment = expand * hidden, f"expand {expand} x hidden_size {hidden}"
+    out.add("ssm_inner", inner, comment)
+    out.add("ssm_state_size", state, config.cite("state_size"))
+    out.add("ssm_conv_kernel", kernel, config.cite("conv_kernel"))
+    dt_rank = config.integer("time_step_rank", required=False) or -(-hidden // 16)
+    return StateSpace("mamba", inner, state, kernel, dt_rank=dt_rank, conv_bias=config.flag("use_conv_bias", True),
+                      proj_bias=config.flag("use_bias", False))
+
+
+def mamba2_state(config: Config, hidden: int, out: ImportedModel) -> StateSpace:
+    """Mamba-2 (and Nemotron-H's Mamba layers): heads x head size, with B and C convolved per group."""
+    state = config.integer("state_size", "ssm_state_size", "d_state")
+    kernel = config.integer("conv_kernel", "d_conv")
+    heads = config.integer("mamba_num_heads", "num_heads")
+    head_dim = config.integer("mamba_head_dim", "head_dim")
+    groups = config.integer("n_groups")
+    inner = heads * head_dim
+    out.add("ssm_inner", inner, f"Mamba-2 heads {heads} x head dim {head_dim}")
+    out.add("ssm_state_size", state, config.cite(config.first("ssm_state_size", "state_size") or "state_size"))
+    out.add("ssm_conv_kernel", kernel, config.cite("conv_kernel"))
+    out.add("ssm_conv_channels", inner + 2 * groups * state, f"ssm_inner + 2 x n_groups {groups} x state size (B and C)")
+    return StateSpace("mamba2", inner, state, kernel, heads=heads, groups=groups, conv_bias=config.flag("use_conv_bias", True),
+                      proj_bias=config.flag("use_bias", False))
+
+
+def jamba_state(config: Config, hidden: int, out: ImportedModel) -> StateSpace:
+    """Jamba's Mamba-1 layers, under `mamba_`-prefixed keys."""
+    expand, state, kernel = config.integer("mamba_expand"), config.integer("mamba_d_state"), config.integer("mamba_d_conv")
+    inner = expand * hidden
+    out.add("ssm_inner", inner, f"mamba_expand {expand} x hidden_size {hidden}")
+    out.add("ssm_state_size", state, config.cite("mamba_d_state"))
+    out.add("ssm_conv_kernel", kernel, config.cite("mamba_d_conv"))
+    dt_rank = config.integer("mamba_dt_rank", required=False) or -(-hidden // 16)
+    return StateSpace("mamba", inner, state, kernel, dt_rank=dt_rank, conv_bias=config.flag("mamba_conv_bias", True),
+                      proj_bias=config.flag("mamba_proj_bias", False), inner_norms=True)
+
+
+def gated_deltanet_state(config: Config, hidden: int, out: ImportedModel) -> StateSpace:
+    """Qwen3-Next's linear attention: a value x key state per value head, and a conv over q, k and v."""
+    v_heads, k_heads = config.integer("linear_num_value_heads"), config.integer("linear_num_key_heads")
+    k_dim, v_dim = config.integer("linear_key_head_dim"), config.integer("linear_value_head_dim")
+    kernel = config.integer("linear_conv_kernel_dim")
+    inner = v_heads * v_dim
+    out.add("ssm_inner", inner, f"linear_num_value_heads {v_heads} x linear_value_head_dim {v_dim}")
+    out.add("ssm_state_size", k_dim, "linear_key_head_dim: the delta-net state is value x key per head")
+    out.add("ssm_conv_kernel", kernel, config.cite("linear_conv_kernel_dim"))
+    out.add("ssm_conv_channels", 2 * k_heads * k_dim + inner, "queries and keys (2 x linear_num_key_heads x linear_key_head_dim) plus values")
+    return StateSpace("gated_deltanet", inner, k_dim, kernel, heads=v_heads, key_heads=k_heads)
+
+
+def dense_mlp_from_keys(config: Config, hidden: int, gated: bool, out: ImportedModel) -> Mlp:
+    """A dense MLP of `intermediate_size` (or `ffn_hidden_size`)."""
+    key = config.first("intermediate_size", "ffn_hidden_size")
+    inner = config.integer(key or "intermediate_size")
+    out.add("intermediate_size", inner, config.cite(key or "intermediate_size"))
+    return Mlp(inner, gated=gated, bias=config.flag("mlp_bias", False))
+
+
+def falcon_mlp(config: Config, hidden: int, gated: bool, out: ImportedModel) -> Mlp:
+    """Falcon's MLP: one up projection of `ffn_hidden_size` (4 x hidden by default), no gate."""
+    inner = config.integer("ffn_hidden_size", required=False) or 4 * hidden
+    out.add("intermediate_size", inner, "ffn_hidden_size (4 x hidden_size when absent)")
+    return Mlp(inner, gated=False, bias=config.flag("bias", False))
+
+
+def every_layer(config: Config, i: int) -> bool:
+    """Mixtral, gpt-oss and most MoE families: every layer's MLP is the experts."""
+    return True
+
+
+def after_first_dense(config: Config, i: int) -> bool:
+    """DeepSeek, GLM: the first `first_k_dense_replace` layers dense, then every `moe_layer_freq`th MoE."""
+    first_dense = config.integer("first_k_dense_replace", minimum=0, required=False) or 0
+    freq = config.integer("moe_layer_freq", required=False) or 1
+    return i >= first_dense and i % freq == 0
+
+
+def every_sparse_step(config: Config, i: int) -> bool:
+    """Qwen MoE: every `decoder_sparse_step`th layer, except the `mlp_only_layers`."""
+    step = config.integer("decoder_sparse_step", required=False) or 1
+    return i not in (config.items("mlp_only_layers", int) or []) and (i + 1) % step == 0
+
+
+def jamba_experts(config: Config, i: int) -> bool:
+    """Jamba: experts where layer % `expert_layer_period` == `expert_layer_offset`."""
+    return i % config.integer("expert_layer_period") == config.integer("expert_layer_offset", minimum=0)
+
+
+def nemotron_experts(config: Config, i: int) -> bool:
+    """Nemotron-H: the layers `hybrid_override_pattern` marks `E` (every MLP layer when `layer_types` lists them instead)."""
+    pattern = config.data.get("hybrid_override_pattern")
+    return not isinstance(pattern, str) or i >= len(pattern) or pattern[i] == "E"
+
+
+# ---------------------------------------------------------------- families
+
+@dataclass(frozen=True)
+class Family:
+    """What kvdsl knows of one `model_type`: its library's defaults and the rules its model code follows.
+
+    A field left out is the generic decoder's rule, so a row of FAMILIES states only what
+    sets the family apart.  The hooks are the functions above.
+    """
+
+    label: str
+    defaults: tuple = ()          # (key, value) the library uses when the key is absent
+    tied: bool = False            # tie_word_embeddings when the config leaves it out
+    # layers
+    layer_kinds: Callable[[Config, int], tuple[list[str], str]] = window_on_every_layer   # unless `layer_types` lists them
+    norms: Union[int, Callable[[Config], int]] = 2                                      # hidden-size norms per layer
+    norm_bias: bool = False
+    # attention
+    mla: bool = False             # multi-head latent attention, whether or not `kv_lora_rank` is set
+    kv_heads: Callable[[Config, int], tuple[int, str]] = kv_heads_from_keys
+    attention_bias: bool = False  # `attention_bias` when the config leaves it out
+    qkv_bias: bool = False        # q, k and v carry a bias whatever the config says
+    o_bias: bool = True           # the output projection has a bias when the attention has
+    qk_norm: bool = False
+    sinks: bool = False
+    gated_query: bool = False
+    # state-space (and linear-attention) layers
+    state_space: Callable[[Config, int, "ImportedModel"], StateSpace] = mamba_state
+    # MLPs
+    mlp_layers: str = "all"       # which layers have an MLP: "all", "none", or "own" (the layers of kind `mlp`)
+    dense_mlp: Callable[[Config, int, bool, "ImportedModel"], Mlp] = dense_mlp_from_keys
+    gated_mlp: bool = True
+    moe_layer: Callable[[Config, int], bool] = every_layer   # with experts: is layer i an MoE layer
+    expert_size_key: str = "moe_intermediate_size"           # the experts' size when no expert key is set
+    shared_gate: bool = False
+    router_bias: bool = False
+    expert_bias: bool = False
+
+
+GENERIC = Family("generic decoder")
+
+GEMMA3_TEXT_DEFAULTS = (
+    ("vocab_size", 262208), ("hidden_size", 2304), ("intermediate_size", 9216), ("num_hidden_layers", 26),
+    ("num_attention_heads", 8), ("num_key_value_heads", 4), ("head_dim", 256), ("max_position_embeddings", 131072),
+    ("sliding_window", 4096), ("sliding_window_pattern", 6),
+)
+JAMBA_DEFAULTS = (("attn_layer_period", 8), ("attn_layer_offset", 4), ("expert_layer_period", 2), ("expert_layer_offset", 1),
+                  ("mamba_d_state", 16), ("mamba_d_conv", 4), ("mamba_expand", 2))
+DEEPSEEK = dict(mla=True, moe_layer=after_first_dense)
+QWEN_MOE = dict(moe_layer=every_sparse_step)
+
+FAMILIES = {
+    "llama": Family("Llama"),
+    "mistral": Family("Mistral"),
+    "mixtral": Family("Mixtral", expert_size_key="intermediate_size"),
+    "qwen2": Family("Qwen2", layer_kinds=qwen_windows, qkv_bias=True),
+    "qwen2_moe": Family("Qwen2-MoE", layer_kinds=qwen_windows, qkv_bias=True, shared_gate=True, **QWEN_MOE),
+    "qwen3": Family("Qwen3", layer_kinds=qwen_windows, qk_norm=True),
+    "qwen3_moe": Family("Qwen3-MoE", layer_kinds=qwen_windows, qk_norm=True, **QWEN_MOE),
+    "qwen3_next": Family("Qwen3-Next", defaults=(("full_attention_interval", 4), ("linear_conv_kernel_dim", 4)),
+                         layer_kinds=qwen3_next_layers, qk_norm=True, gated_query=True, state_space=gated_deltanet_state,
+                         shared_gate=True, **QWEN_MOE),
+    "glm4_moe": Family("GLM-4.5", o_bias=False, moe_layer=after_first_dense, router_bias=True),
+    "deepseek_v2": Family("DeepSeek-V2", **DEEPSEEK),
+    "deepseek_v3": Family("DeepSeek-V3", **DEEPSEEK),
+    "kimi_k2": Family("Kimi K2", **DEEPSEEK),
+    "gpt_oss": Family("gpt-oss", attention_bias=True, sinks=True, expert_size_key="intermediate_size", router_bias=True,
+                      expert_bias=True),
+    "gemma": Family("Gemma", tied=True),
+    "gemma2": Family("Gemma 2", tied=True, layer_kinds=gemma2_layers, norms=4),
+    "gemma3_text": Family("Gemma 3", tied=True, defaults=GEMMA3_TEXT_DEFAULTS, layer_kinds=gemma3_layers, norms=4, qk_norm=True),
+    "mamba": Family("Mamba", tied=True, layer_kinds=all_state_space, norms=1, mlp_layers="none"),
+    "mamba2": Family("Mamba-2", defaults=(("n_groups", 1), ("conv_kernel", 4), ("expand", 2)), layer_kinds=all_state_space,
+                     norms=1, state_space=mamba2_state, mlp_layers="none"),
+    "jamba": Family("Jamba", defaults=JAMBA_DEFAULTS, layer_kinds=jamba_layers, state_space=jamba_state,
+                    moe_layer=jamba_experts, expert_size_key="intermediate_size"),
+    "nemotron_h": Family("Nemotron-H", defaults=(("n_groups", 8), ("conv_kernel", 4)), layer_kinds=nemotron_layers, norms=1,
+                         state_space=mamba2_state, mlp_layers="own", gated_mlp=False, moe_layer=nemotron_experts),
+    "phi3": Family("Phi-3"),
+    "falcon": Family("Falcon", tied=True, kv_heads=falcon_kv_heads, norms=falcon_norms, norm_bias=True, dense_mlp=falcon_mlp),
+}
+
+ARCHITECTURES = {  # configs without model_type still name their class
+    "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "MixtralForCausalLM": "mixtral",
+    "Qwen2ForCausalLM": "qwen2", "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3ForCausalLM": "qwen3",
+    "Qwen3MoeForCausalLM": "qwen3_moe", "Qwen3NextForCausalLM": "qwen3_next", "Glm4MoeForCausalLM": "glm4_moe",
+    "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3", "GptOssForCausalLM": "gpt_oss",
+    "GemmaForCausalLM": "gemma", "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
+    "Gemma3ForConditionalGeneration": "gemma3_text", "MambaForCausalLM": "mamba", "Mamba2ForCausalLM": "mamba2",
+    "JambaForCausalLM": "jamba", "NemotronHForCausalLM": "nemotron_h", "Phi3ForCausalLM": "phi3",
+    "FalconForCausalLM": "falcon", "RWForCausalLM": "falcon",
+}
+TEXT_MODEL_TYPES = {"gemma3": "gemma3_text"}   # a multimodal model_type -> its language model's, under text_config
+
+
 # ---------------------------------------------------------------- import
 
 def import_config(path: str, name: Optional[str] = None, title: Optional[str] = None, strict: bool = False) -> ImportedModel:
     """Read one config.json and return its model spec; raise every error found together."""
+    check_options(name, title)
     findings = Findings(strict)
     root = read_config(path, findings)
     try:
@@ -355,11 +715,10 @@ def _import(root: Config, findings: Findings, name: Optional[str], title: Option
     model_type = _model_type(root, config)
     repo, published = published_name(root)
     title = title or published
-    if name is not None and (not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) or name in KEYWORDS):
-        raise UsageError(f"--name `{name}` is not a kvspec name: letters, digits and `_`, not starting with a digit, not a keyword")
-    family = FAMILIES.get(model_type)
+    known = FAMILIES.get(model_type)
+    family = known or GENERIC
     config.family = family
-    label = family.label if family else f"`{model_type}`" if model_type else "an unnamed architecture"
+    label = known.label if known else f"`{model_type}`" if model_type else "an unnamed architecture"
     out = ImportedModel(name or block_name(title), title, f"{repo} config.json ({Path(root.path).name})", label)
     if nested:
         out.notes.append("The language model is read from `text_config`; the vision encoder is not counted in `params`.")
@@ -367,19 +726,18 @@ def _import(root: Config, findings: Findings, name: Optional[str], title: Option
     if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0:
         out.notes.append(f"The {mtp} multi-token-prediction layer(s) (num_nextn_predict_layers) are not counted: "
                          "serving loads them only for speculative decoding.")
-    if family is None:
+    if known is None:
         what = f"model_type `{model_type}` is not one kvdsl knows" if model_type else "no `model_type` or known `architectures`"
         findings.assume(f"{what}: read as a generic decoder (num_hidden_layers, num_attention_heads, "
                         "num_key_value_heads, head_dim, hidden_size, intermediate_size)", root.span("model_type"))
     layers = config.integer("num_hidden_layers", "n_layer", "num_layers")
     hidden = config.integer("hidden_size", "d_model", "n_embd")
-    kinds = _layer_kinds(config, model_type, layers, out)
-    layer_shapes = _facts(config, model_type, layers, hidden, kinds, out)
+    kinds = _layer_kinds(config, family, layers, out)
+    layer_shapes = _facts(config, family, layers, hidden, kinds, out)
     _weights_dtype(root, config, out)
-    if family is None:
+    if known is None:
         _unread_keys(config)
-    shape = Shape(config.integer("vocab_size"), hidden, _tied(root, config, family), layer_shapes,
-                  norm_bias=model_type == "falcon")
+    shape = Shape(config.integer("vocab_size"), hidden, _tied(root, config, family), layer_shapes, norm_bias=family.norm_bias)
     out.params = count_params(shape)
     _params_cell(out, shape)
     return out
@@ -407,8 +765,8 @@ def _language_model(root: Config) -> tuple[Config, bool]:
 
 def _model_type(root: Config, config: Config) -> Optional[str]:
     model_type = config.string("model_type") or root.string("model_type")
-    if config is not root and model_type == "gemma3":
-        model_type = "gemma3_text"
+    if config is not root:
+        model_type = TEXT_MODEL_TYPES.get(model_type, model_type)
     if model_type in FAMILIES:
         return model_type
     architectures = root.items("architectures", str) or []
@@ -418,57 +776,26 @@ def _model_type(root: Config, config: Config) -> Optional[str]:
     return model_type
 
 
-def _tied(root: Config, config: Config, family: Optional[Family]) -> bool:
+def _tied(root: Config, config: Config, family: Family) -> bool:
     for c in (config, root):
         if c.has("tie_word_embeddings"):
             return c.flag("tie_word_embeddings", False)
-    return family.tied if family else False
+    return family.tied
 
 
 # -- layer kinds ------------------------------------------------------------
 
-def _layer_kinds(config: Config, model_type: Optional[str], layers: int, out: ImportedModel) -> list[str]:
+LAYER_TYPES = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "ssm", "mamba": "ssm",
+               "attention": "full", "chunked_attention": "full"}
+
+
+def _layer_kinds(config: Config, family: Family, layers: int, out: ImportedModel) -> list[str]:
     """One kind per layer: `full`, `sliding`, `ssm` or `mlp`; sets `window` on `out` when there is one."""
-    window = None
-    kinds: list[str]
     if config.has("layer_types"):
-        names = config.items("layer_types", str)
-        mapping = {"full_attention": "full", "sliding_attention": "sliding", "linear_attention": "ssm", "mamba": "ssm",
-                   "attention": "full", "chunked_attention": "full"}
-        unknown = sorted({n for n in names if n not in mapping})
-        if unknown:
-            config.findings.error(f"`{config.name('layer_types')}` has layer types kvdsl does not know: {', '.join(unknown)}",
-                                  config.span("layer_types"), hint="known: " + ", ".join(sorted(mapping)))
-            raise _Invalid
-        if len(names) != layers:
-            config.findings.error(f"`{config.name('layer_types')}` lists {len(names)} layers but `num_hidden_layers` is {layers}",
-                                  config.span("layer_types"))
-            raise _Invalid
-        kinds = [mapping[n] for n in names]
-        source = "layer_types"
-    elif model_type == "gemma2":
-        kinds = ["sliding" if i % 2 == 0 else "full" for i in range(layers)]
-        source = "Gemma 2 alternates local (sliding) and global layers, starting with a local one (set by the model code)"
-    elif model_type == "gemma3_text":
-        pattern = config.integer("sliding_window_pattern")
-        kinds = ["full" if (i + 1) % pattern == 0 else "sliding" for i in range(layers)]
-        source = f"Gemma 3: every {pattern}th layer global, the others local (sliding_window_pattern {pattern})"
-    elif model_type in SSM_FAMILIES:
-        kinds = ["ssm"] * layers
-        source = "every layer a state-space (Mamba) layer"
-    elif model_type == "jamba":
-        period, offset = config.integer("attn_layer_period"), config.integer("attn_layer_offset", minimum=0)
-        kinds = ["full" if i % period == offset else "ssm" for i in range(layers)]
-        source = f"attention where layer % attn_layer_period ({period}) == attn_layer_offset ({offset}), Mamba elsewhere"
-    elif model_type == "nemotron_h":
-        kinds = _nemotron_kinds(config, layers)
-        source = "hybrid_override_pattern (M = Mamba-2, * = attention, - = MLP, E = MoE)"
-    elif model_type == "qwen3_next":
-        interval = config.integer("full_attention_interval")
-        kinds = ["full" if (i + 1) % interval == 0 else "ssm" for i in range(layers)]
-        source = f"every {interval}th layer full attention, the others gated delta-net (linear attention)"
+        kinds, source = _listed_layer_types(config, layers), "layer_types"
     else:
-        kinds, source = _window_layers(config, model_type, layers)
+        kinds, source = family.layer_kinds(config, layers)
+    window = None
     if "sliding" in kinds:
         window = config.integer("sliding_window", "sliding_window_size", "attention_window_size")
         out.notes.append(f"Layers: {source}; window {window:,} tokens.")
@@ -478,32 +805,19 @@ def _layer_kinds(config: Config, model_type: Optional[str], layers: int, out: Im
     return kinds
 
 
-def _window_layers(config: Config, model_type: Optional[str], layers: int) -> tuple[list[str], str]:
-    """Mistral-style: a `sliding_window` on every layer; Qwen: only when `use_sliding_window`, above max_window_layers."""
-    if not config.has("sliding_window"):
-        return ["full"] * layers, ""
-    if model_type in {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"}:
-        if not config.flag("use_sliding_window", False):
-            return ["full"] * layers, "`sliding_window` is set but `use_sliding_window` is false: no window applies"
-        first = config.integer("max_window_layers", minimum=0, required=False)
-        first = layers if first is None else min(first, layers)
-        return ["full"] * first + ["sliding"] * (layers - first), f"full attention below max_window_layers ({first}), sliding above"
-    return ["sliding"] * layers, "`sliding_window` on every layer"
-
-
-def _nemotron_kinds(config: Config, layers: int) -> list[str]:
-    pattern = config.string("hybrid_override_pattern")
-    if pattern is None:
-        config.findings.error(f"`{config.name('hybrid_override_pattern')}` is missing: it says which layers are Mamba and which attention",
-                              config.span())
+def _listed_layer_types(config: Config, layers: int) -> list[str]:
+    """`layer_types`, one name per layer, as the config lists them."""
+    names = config.items("layer_types", str)
+    unknown = sorted({n for n in names if n not in LAYER_TYPES})
+    if unknown:
+        config.findings.error(f"`{config.name('layer_types')}` has layer types kvdsl does not know: {', '.join(unknown)}",
+                              config.span("layer_types"), hint="known: " + ", ".join(sorted(LAYER_TYPES)))
         raise _Invalid
-    mapping = {"M": "ssm", "*": "full", "-": "mlp", "E": "mlp"}
-    bad = sorted(set(pattern) - set(mapping))
-    if bad or len(pattern) != layers:
-        problem = f"has characters kvdsl does not know: {' '.join(bad)}" if bad else f"has {len(pattern)} layers but `num_hidden_layers` is {layers}"
-        config.findings.error(f"`{config.name('hybrid_override_pattern')}` {problem}", config.span("hybrid_override_pattern"))
+    if len(names) != layers:
+        config.findings.error(f"`{config.name('layer_types')}` lists {len(names)} layers but `num_hidden_layers` is {layers}",
+                              config.span("layer_types"))
         raise _Invalid
-    return [mapping[ch] for ch in pattern]
+    return [LAYER_TYPES[n] for n in names]
 
 
 def layer_pattern(kinds: list[str], window: Optional[int]) -> str:
@@ -551,7 +865,7 @@ def _runs(words: list[str], repeats: int) -> str:
 
 # -- the facts ----------------------------------------------------------------
 
-def _facts(config: Config, model_type: Optional[str], layers: int, hidden: int, kinds: list[str], out: ImportedModel) -> list[Layer]:
+def _facts(config: Config, family: Family, layers: int, hidden: int, kinds: list[str], out: ImportedModel) -> list[Layer]:
     """Write the shape cells onto `out` and return the layers for the parameter count."""
     counts = {k: kinds.count(k) for k in ("full", "sliding", "ssm", "mlp")}
     if counts["full"] == layers:
@@ -561,12 +875,12 @@ def _facts(config: Config, model_type: Optional[str], layers: int, hidden: int, 
         out.add("layers", layers, f"{config.cite('num_hidden_layers')} (checked against the pattern)")
     attention = None
     if counts["full"] + counts["sliding"]:
-        attention = _attention(config, model_type, hidden, out)
+        attention = _attention(config, family, hidden, out)
     else:
         out.add("heads", 0, "no attention layers")
         out.add("kv_heads", 0)
         out.add("head_dim", 0)
-    ssm = _state_space(config, model_type, hidden, out) if counts["ssm"] else None
+    ssm = family.state_space(config, hidden, out) if counts["ssm"] else None
     context = config.integer("max_position_embeddings", "n_positions", "max_sequence_length", required=False)
     if context is not None:
         out.add("context_limit", context, config.cite("max_position_embeddings"))
@@ -578,21 +892,10 @@ def _facts(config: Config, model_type: Optional[str], layers: int, hidden: int, 
         config.findings.assume("`max_position_embeddings` is not set: context_limit stays at kvdsl's default (128K)", config.span())
     out.add("hidden_size", hidden, config.cite("hidden_size"))
     out.add("vocab_size", config.integer("vocab_size"), config.cite("vocab_size"))
-    mlps = _mlps(config, model_type, layers, hidden, kinds, out)
-    norms = _norms_per_layer(config, model_type)
+    mlps = _mlps(config, family, layers, hidden, kinds, out)
+    norms = family.norms(config) if callable(family.norms) else family.norms
     mixers = {"full": attention, "sliding": attention, "ssm": ssm, "mlp": None}
     return [Layer(mixers[kind], mlp, norms) for kind, mlp in zip(kinds, mlps)]
-
-
-def _norms_per_layer(config: Config, model_type: Optional[str]) -> int:
-    """Hidden-size norms in each layer of the family's implementation."""
-    if model_type in {"gemma2", "gemma3_text"}:
-        return 4                  # before and after both attention and MLP
-    if model_type in {"mamba", "mamba2", "nemotron_h"}:
-        return 1                  # one norm per block
-    if model_type == "falcon" and not config.flag("new_decoder_architecture", False):
-        return 1 if config.flag("parallel_attn", True) else 2
-    return 2
 
 
 def _kinds_comment(counts: dict, window: Optional[int]) -> str:
@@ -606,56 +909,38 @@ def _kinds_comment(counts: dict, window: Optional[int]) -> str:
     return ", ".join(parts)
 
 
-def _attention(config: Config, model_type: Optional[str], hidden: int, out: ImportedModel) -> Attention:
+def _attention(config: Config, family: Family, hidden: int, out: ImportedModel) -> Attention:
     heads = config.integer("num_attention_heads", "n_head", "num_heads")
     out.add("heads", heads, config.cite("num_attention_heads"))
-    if model_type in MLA_FAMILIES or config.has("kv_lora_rank"):
+    if family.mla or config.has("kv_lora_rank"):
         return _mla(config, heads, hidden, out)
-    kv_heads, kv_comment = _kv_heads(config, model_type, heads)
+    kv_heads, kv_comment = family.kv_heads(config, heads)
     out.add("kv_heads", kv_heads, kv_comment)
-    if config.has("head_dim") or config.default("head_dim") is not None:
-        head_dim = config.integer("head_dim")
-        comment = config.cite("head_dim") + (" (explicit)" if config.has("head_dim") and head_dim * heads != hidden else "")
-    else:
-        key = config.name("attention_head_dim") if config.has("attention_head_dim") else None
-        if key:
-            head_dim = config.integer("attention_head_dim")
-            comment = key
-        else:
-            if hidden % heads:
-                config.findings.error(f"`{config.name('hidden_size')}` {hidden} is not a multiple of `{config.name('num_attention_heads')}` {heads}, "
-                                      "and `head_dim` is not given", config.span("hidden_size"))
-                raise _Invalid
-            head_dim = hidden // heads
-            comment = f"hidden_size / num_attention_heads = {hidden} / {heads}"
+    head_dim, comment = _head_dim(config, heads, hidden)
     out.add("head_dim", head_dim, comment)
     if kv_heads > heads or heads % kv_heads:
         config.findings.error(f"`{config.name('num_attention_heads')}` {heads} is not a multiple of the {kv_heads} KV heads",
                               config.span("num_key_value_heads"))
         raise _Invalid
-    bias = config.flag("attention_bias", model_type == "gpt_oss") or config.flag("bias", False)
-    qkv_bias = bias or model_type in {"qwen2", "qwen2_moe"} or config.flag("qkv_bias", False)
-    o_bias = bias and model_type not in {"glm4_moe"}
-    qk_norm = model_type in {"qwen3", "qwen3_moe", "qwen3_next", "gemma3_text"} or config.flag("use_qk_norm", False)
-    return Attention(heads, kv_heads, head_dim, qkv_bias=qkv_bias, o_bias=o_bias, qk_norm=qk_norm,
-                     sinks=model_type == "gpt_oss", gated_query=model_type == "qwen3_next")
+    bias = config.flag("attention_bias", family.attention_bias) or config.flag("bias", False)
+    qkv_bias = bias or family.qkv_bias or config.flag("qkv_bias", False)
+    qk_norm = family.qk_norm or config.flag("use_qk_norm", False)
+    return Attention(heads, kv_heads, head_dim, qkv_bias=qkv_bias, o_bias=bias and family.o_bias, qk_norm=qk_norm,
+                     sinks=family.sinks, gated_query=family.gated_query)
 
 
-def _kv_heads(config: Config, model_type: Optional[str], heads: int) -> tuple[int, str]:
-    if model_type == "falcon":
-        if config.flag("new_decoder_architecture", False):
-            return config.integer("num_kv_heads", "n_head_kv"), f"{config.name('num_kv_heads')} (new_decoder_architecture)"
-        if config.flag("multi_query", True):
-            return 1, "multi_query: one KV head"
-        return heads, "multi_query false: one KV head per query head"
-    key = config.first("num_key_value_heads", "num_kv_heads", "n_head_kv")
-    if key is None and config.default("num_key_value_heads") is not None:
-        return config.integer("num_key_value_heads"), config.cite("num_key_value_heads")
-    if key is None:
-        config.findings.assume(f"`{config.name('num_key_value_heads')}` is not set: multi-head attention, one KV head per query head",
-                               config.span())
-        return heads, "assumed MHA: num_key_value_heads not set"
-    return config.integer(key), config.name(key)
+def _head_dim(config: Config, heads: int, hidden: int) -> tuple[int, str]:
+    """`head_dim` when the config (or its library) sets it, else `attention_head_dim`, else hidden / heads."""
+    if config.has("head_dim") or config.default("head_dim") is not None:
+        head_dim = config.integer("head_dim")
+        return head_dim, config.cite("head_dim") + (" (explicit)" if config.has("head_dim") and head_dim * heads != hidden else "")
+    if config.has("attention_head_dim"):
+        return config.integer("attention_head_dim"), config.name("attention_head_dim")
+    if hidden % heads:
+        config.findings.error(f"`{config.name('hidden_size')}` {hidden} is not a multiple of `{config.name('num_attention_heads')}` {heads}, "
+                              "and `head_dim` is not given", config.span("hidden_size"))
+        raise _Invalid
+    return hidden // heads, f"hidden_size / num_attention_heads = {hidden} / {heads}"
 
 
 def _mla(config: Config, heads: int, hidden: int, out: ImportedModel) -> Attention:
@@ -675,106 +960,23 @@ def _mla(config: Config, heads: int, hidden: int, out: ImportedModel) -> Attenti
                      qk_nope_head_dim=nope, qk_rope_head_dim=rope)
 
 
-def _state_space(config: Config, model_type: Optional[str], hidden: int, out: ImportedModel) -> StateSpace:
-    """The constant per-sequence state of Mamba-1, Mamba-2 and gated delta-net layers."""
-    if model_type == "jamba":
-        expand, state, kernel = config.integer("mamba_expand"), config.integer("mamba_d_state"), config.integer("mamba_d_conv")
-        inner = expand * hidden
-        out.add("ssm_inner", inner, f"mamba_expand {expand} x hidden_size {hidden}")
-        out.add("ssm_state_size", state, config.cite("mamba_d_state"))
-        out.add("ssm_conv_kernel", kernel, config.cite("mamba_d_conv"))
-        dt_rank = config.integer("mamba_dt_rank", required=False) or -(-hidden // 16)
-        return StateSpace("mamba", inner, state, kernel, dt_rank=dt_rank, conv_bias=config.flag("mamba_conv_bias", True),
-                          proj_bias=config.flag("mamba_proj_bias", False), inner_norms=True)
-    if model_type == "qwen3_next":
-        v_heads, k_heads = config.integer("linear_num_value_heads"), config.integer("linear_num_key_heads")
-        k_dim, v_dim = config.integer("linear_key_head_dim"), config.integer("linear_value_head_dim")
-        kernel = config.integer("linear_conv_kernel_dim")
-        inner = v_heads * v_dim
-        out.add("ssm_inner", inner, f"linear_num_value_heads {v_heads} x linear_value_head_dim {v_dim}")
-        out.add("ssm_state_size", k_dim, "linear_key_head_dim: the delta-net state is value x key per head")
-        out.add("ssm_conv_kernel", kernel, config.cite("linear_conv_kernel_dim"))
-        out.add("ssm_conv_channels", 2 * k_heads * k_dim + inner, "queries and keys (2 x linear_num_key_heads x linear_key_head_dim) plus values")
-        return StateSpace("gated_deltanet", inner, k_dim, kernel, heads=v_heads, key_heads=k_heads)
-    state = config.integer("state_size", "ssm_state_size", "d_state")
-    kernel = config.integer("conv_kernel", "d_conv")
-    if model_type in ("mamba2", "nemotron_h"):
-        heads = config.integer("mamba_num_heads", "num_heads")
-        head_dim = config.integer("mamba_head_dim", "head_dim")
-        groups = config.integer("n_groups")
-        inner = heads * head_dim
-        out.add("ssm_inner", inner, f"Mamba-2 heads {heads} x head dim {head_dim}")
-        out.add("ssm_state_size", state, config.cite(config.first("ssm_state_size", "state_size") or "state_size"))
-        out.add("ssm_conv_kernel", kernel, config.cite("conv_kernel"))
-        out.add("ssm_conv_channels", inner + 2 * groups * state, f"ssm_inner + 2 x n_groups {groups} x state size (B and C)")
-        return StateSpace("mamba2", inner, state, kernel, heads=heads, groups=groups, conv_bias=config.flag("use_conv_bias", True),
-                          proj_bias=config.flag("use_bias", False))
-    if config.has("intermediate_size"):
-        inner = config.integer("intermediate_size")
-        comment = config.name("intermediate_size") + (f" (expand {config.data['expand']} x hidden_size {hidden})" if config.has("expand") else "")
-    else:
-        expand = config.integer("expand")
-        inner, comment = expand * hidden, f"expand {expand} x hidden_size {hidden}"
-    out.add("ssm_inner", inner, comment)
-    out.add("ssm_state_size", state, config.cite("state_size"))
-    out.add("ssm_conv_kernel", kernel, config.cite("conv_kernel"))
-    dt_rank = config.integer("time_step_rank", required=False) or -(-hidden // 16)
-    return StateSpace("mamba", inner, state, kernel, dt_rank=dt_rank, conv_bias=config.flag("use_conv_bias", True),
-                      proj_bias=config.flag("use_bias", False))
-
-
-def _mlps(config: Config, model_type: Optional[str], layers: int, hidden: int, kinds: list[str], out: ImportedModel) -> list[Optional[Mlp]]:
+def _mlps(config: Config, family: Family, layers: int, hidden: int, kinds: list[str], out: ImportedModel) -> list[Optional[Mlp]]:
     """Each layer's MLP, dense or MoE, and the cells that describe them."""
-    if model_type in SSM_FAMILIES:
+    if family.mlp_layers == "none":
         return [None] * layers
+    has_mlp = [kind == "mlp" for kind in kinds] if family.mlp_layers == "own" else [True] * layers
     experts_key = config.first("n_routed_experts", "num_local_experts", "num_experts")
     experts = config.integer(experts_key, minimum=0) if experts_key else 0
-    dense = _dense_mlp(config, model_type, hidden, out, needed=experts == 0 or _has_dense_layers(config, model_type, layers))
-    if not experts:
-        if model_type == "nemotron_h":
-            return [dense if k == "mlp" else None for k in kinds]
-        return [dense] * layers
-    moe = _moe(config, model_type, hidden, experts, experts_key, out)
-    if model_type == "nemotron_h":
-        pattern = config.data["hybrid_override_pattern"]
-        return [moe if ch == "E" else dense if ch == "-" else None for ch in pattern]
-    return [moe if _is_moe_layer(config, model_type, i) else dense for i in range(layers)]
+    is_moe = [family.moe_layer(config, i) for i in range(layers)] if experts else [False] * layers
+    needs_dense = not experts or any(mlp and not moe for mlp, moe in zip(has_mlp, is_moe))
+    dense = family.dense_mlp(config, hidden, family.gated_mlp, out) if needs_dense else None
+    moe = _moe(config, family, experts, experts_key, out) if experts else None
+    return [(moe if layer_moe else dense) if mlp else None for mlp, layer_moe in zip(has_mlp, is_moe)]
 
 
-def _has_dense_layers(config: Config, model_type: Optional[str], layers: int) -> bool:
-    return any(not _is_moe_layer(config, model_type, i) for i in range(layers))
-
-
-def _is_moe_layer(config: Config, model_type: Optional[str], i: int) -> bool:
-    if model_type in MLA_FAMILIES or model_type == "glm4_moe":
-        first_dense = config.integer("first_k_dense_replace", minimum=0, required=False) or 0
-        freq = config.integer("moe_layer_freq", required=False) or 1
-        return i >= first_dense and i % freq == 0
-    if model_type in {"qwen2_moe", "qwen3_moe", "qwen3_next"}:
-        step = config.integer("decoder_sparse_step", required=False) or 1
-        return i not in (config.items("mlp_only_layers", int) or []) and (i + 1) % step == 0
-    if model_type == "jamba":
-        return i % config.integer("expert_layer_period") == config.integer("expert_layer_offset", minimum=0)
-    return True
-
-
-def _dense_mlp(config: Config, model_type: Optional[str], hidden: int, out: ImportedModel, needed: bool) -> Optional[Mlp]:
-    if not needed:
-        return None
-    if model_type == "falcon":
-        inner = config.integer("ffn_hidden_size", required=False) or 4 * hidden
-        out.add("intermediate_size", inner, "ffn_hidden_size (4 x hidden_size when absent)")
-        return Mlp(inner, gated=False, bias=config.flag("bias", False))
-    key = config.first("intermediate_size", "ffn_hidden_size")
-    inner = config.integer(key or "intermediate_size")
-    out.add("intermediate_size", inner, config.cite(key or "intermediate_size"))
-    gated = model_type != "nemotron_h"
-    return Mlp(inner, gated=gated, bias=config.flag("mlp_bias", False))
-
-
-def _moe(config: Config, model_type: Optional[str], hidden: int, experts: int, experts_key: str, out: ImportedModel) -> Mlp:
+def _moe(config: Config, family: Family, experts: int, experts_key: str, out: ImportedModel) -> Mlp:
     active = config.integer("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "moe_topk")
-    key = config.first("moe_intermediate_size", "expert_intermediate_size") or ("intermediate_size" if model_type in {"mixtral", "gpt_oss", "jamba"} else "moe_intermediate_size")
+    key = config.first("moe_intermediate_size", "expert_intermediate_size") or family.expert_size_key
     inner = config.integer(key)
     out.add("experts", experts, config.cite(experts_key))
     out.add("experts_per_token", active, config.cite(config.first("num_experts_per_tok", "experts_per_token") or "num_experts_per_tok"))
@@ -788,10 +990,9 @@ def _moe(config: Config, model_type: Optional[str], hidden: int, experts: int, e
     elif config.has("shared_expert_intermediate_size"):
         shared = config.integer("shared_expert_intermediate_size", minimum=0)
         out.add("shared_expert_intermediate_size", shared, config.cite("shared_expert_intermediate_size"))
-    return Mlp(inner, gated=model_type != "nemotron_h", experts=experts, shared_intermediate=shared,
-               shared_gate=model_type in {"qwen2_moe", "qwen3_next"} and shared > 0,
-               router_bias=model_type == "gpt_oss" or config.string("topk_method") == "noaux_tc" or model_type == "glm4_moe",
-               expert_bias=model_type == "gpt_oss")
+    router_bias = family.router_bias or config.string("topk_method") == "noaux_tc"
+    return Mlp(inner, gated=family.gated_mlp, experts=experts, shared_intermediate=shared,
+               shared_gate=family.shared_gate and shared > 0, router_bias=router_bias, expert_bias=family.expert_bias)
 
 
 # -- weights --------------------------------------------------------------------
@@ -816,21 +1017,57 @@ def _weights_dtype(root: Config, config: Config, out: ImportedModel) -> None:
         root.findings.error("`quantization_config` must be an object", root.span("quantization_config"))
         raise _Invalid
     method = quant.get("quant_method")
-    block = quant.get("weight_block_size")
-    bits = quant.get("bits")
-    group = quant.get("group_size")
-    if method == "fp8" and block == [128, 128]:
-        out.weight_dtype, out.weight_comment = "fp8_block128", "quantization_config: fp8, weight_block_size [128, 128]"
-    elif method in ("fp8", "compressed-tensors") and block is None and method == "fp8":
-        out.weight_dtype, out.weight_comment = "fp8", "quantization_config: fp8, one scale per tensor"
-    elif method == "mxfp4":
+    if method == "mxfp4":
         out.expert_dtype = "mxfp4"
         out.weight_comment = "torch_dtype; quantization_config: MXFP4 experts only"
-    elif method in ("gptq", "awq") and bits == 4 and group == 128:
-        out.weight_dtype, out.weight_comment = "int4_g128", f"quantization_config: {method}, 4 bits, group 128"
-    else:
-        root.findings.assume(f"`quantization_config` ({json.dumps(method)}) is not one kvdsl reads: weights taken as "
+        return
+    read = _compressed_tensors(quant) if method == "compressed-tensors" else _quantized(method, quant)
+    if read is None:
+        root.findings.assume(f"`quantization_config` ({_shown(method)}) is not one kvdsl reads: weights taken as "
                              f"{out.weight_dtype}", root.span("quantization_config"))
+    else:
+        out.weight_dtype, out.weight_comment = read
+
+
+def _quantized(method, quant: dict) -> Optional[tuple[str, str]]:
+    """(weight_dtype, comment) of an fp8, GPTQ or AWQ `quantization_config`, or None."""
+    block, bits, group = quant.get("weight_block_size"), quant.get("bits"), quant.get("group_size")
+    if method == "fp8" and block == [128, 128]:
+        return "fp8_block128", "quantization_config: fp8, weight_block_size [128, 128]"
+    if method == "fp8" and block is None:
+        return "fp8", "quantization_config: fp8, one scale per tensor"
+    if method in ("gptq", "awq") and bits == 4 and group == 128:
+        return "int4_g128", f"quantization_config: {method}, 4 bits, group 128"
+    return None
+
+
+COMPRESSED_TENSORS = (  # weights' (num_bits, type, strategy, group_size or block_structure) -> format, comment
+    ((8, "float", "tensor", None), "fp8", "FP8 weights, one scale per tensor"),
+    ((8, "float", "channel", None), "fp8", "FP8 weights, one scale per output channel (not counted)"),
+    ((8, "float", "block", [128, 128]), "fp8_block128", "FP8 weights, one scale per 128 x 128 block"),
+    ((4, "int", "group", 128), "int4_g128", "INT4 weights, one scale per group of 128"),
+    ((4, "float", "tensor_group", 16), "nvfp4", "NVFP4 weights, one FP8 scale per 16"),
+)
+
+
+def _compressed_tensors(quant: dict) -> Optional[tuple[str, str]]:
+    """(weight_dtype, comment) of an llm-compressor config whose `config_groups` share one weight scheme, or None."""
+    groups = quant.get("config_groups")
+    if not isinstance(groups, dict) or not groups:
+        return None
+    schemes = []
+    for group in groups.values():
+        weights = group.get("weights") if isinstance(group, dict) else None
+        if not isinstance(weights, dict):
+            return None
+        shape = weights.get("block_structure") if weights.get("strategy") == "block" else weights.get("group_size")
+        schemes.append((weights.get("num_bits"), weights.get("type"), weights.get("strategy"), shape))
+    if any(scheme != schemes[0] for scheme in schemes):
+        return None
+    for scheme, dtype, comment in COMPRESSED_TENSORS:
+        if scheme == schemes[0]:
+            return dtype, f"quantization_config: compressed-tensors, {comment}"
+    return None
 
 
 def _params_cell(out: ImportedModel, shape: Shape) -> None:
@@ -850,14 +1087,35 @@ def _params_cell(out: ImportedModel, shape: Shape) -> None:
 def config_files(source: str) -> list[str]:
     """The config.json files a source names: the file itself, or every `*.json` in a folder."""
     path = Path(source)
-    if path.is_dir():
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise UsageError(_not_found(source)) from None
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read `{visible(source)}`: {getattr(exc, 'strerror', None) or exc}") from None
+    if stat.S_ISDIR(info.st_mode):
+        try:
+            os.listdir(path)
+        except OSError as exc:
+            raise UsageError(f"cannot read `{visible(source)}`: {exc.strerror or exc}") from None
         files = sorted(str(p) for p in path.glob("*.json") if p.is_file())
         if not files:
-            raise UsageError(f"`{source}` holds no .json files")
+            raise UsageError(f"`{visible(source)}` holds no .json files")
         return files
-    if not path.exists():
-        raise UsageError(f"cannot read `{source}`: not found")
+    if not stat.S_ISREG(info.st_mode):
+        raise UsageError(f"cannot read `{visible(source)}`: not a regular file; pass a config.json or a folder of them")
     return [source]
+
+
+HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+
+
+def _not_found(source: str) -> str:
+    if HUB_ID.fullmatch(source) and not source.endswith(".json"):
+        return (f"`{source}` is not a file or folder here, and kvdsl does not fetch models from the Hugging Face Hub: "
+                f"download its config.json (`huggingface-cli download {source} config.json --local-dir DIR`) "
+                "and pass that file or DIR")
+    return f"cannot read `{visible(source)}`: not found"
 
 
 def import_all(files: list[str], name: Optional[str] = None, title: Optional[str] = None,

@@ -423,3 +423,58 @@ def test_folder_with_one_broken_config_writes_nothing(tmp_path):
 def test_imported_catalog_specs_are_the_importers_output(config_name, spec):
     """These catalog specs are written by `kvdsl import tests/configs/X.json -o specs/models/`."""
     assert (ROOT / "specs" / "models" / f"{spec}.kvspec").read_text() == import_config(str(FAMILIES / config_name)).render()
+
+
+# ---------------------------------------------------------------- families as data
+
+def test_compressed_tensors_weights(tmp_path):
+    def scheme(**weights):
+        group = {"targets": ["Linear"], "weights": {"dynamic": False, "symmetric": True, **weights}}
+        return variant(quantization_config={"quant_method": "compressed-tensors", "format": "float-quantized",
+                                            "config_groups": {"group_0": group}, "ignore": ["lm_head"]})
+    cases = [
+        (dict(num_bits=8, type="float", strategy="channel", group_size=None, block_structure=None), "fp8"),
+        (dict(num_bits=8, type="float", strategy="tensor", group_size=None), "fp8"),
+        (dict(num_bits=8, type="float", strategy="block", block_structure=[128, 128], group_size=None), "fp8_block128"),
+        (dict(num_bits=4, type="int", strategy="group", group_size=128), "int4_g128"),
+        (dict(num_bits=4, type="float", strategy="tensor_group", group_size=16), "nvfp4"),
+    ]
+    for weights, dtype in cases:
+        imported = import_config(str(write_config(tmp_path, scheme(**weights))))
+        assert imported.value("weight_dtype") == dtype, weights
+        assert not any("quantization_config" in a.message for a in imported.assumptions)
+        assert "compressed-tensors" in next(c.comment for c in imported.cells if c.name == "weight_dtype")
+    assert imported_values(tmp_path, write_config(tmp_path, scheme(**cases[3][0]))), "the spec evaluates"
+    odd = import_config(str(write_config(tmp_path, scheme(num_bits=3, type="int", strategy="group", group_size=64))))
+    assert odd.value("weight_dtype") == "bf16"
+    assert any("compressed-tensors" in a.message and "is not one kvdsl reads" in a.message for a in odd.assumptions)
+
+
+def test_a_family_is_one_row_of_the_table(tmp_path, monkeypatch):
+    from kvdsl import hf
+
+    def every_third_global(config, layers):
+        return ["full" if i % 3 == 2 else "sliding" for i in range(layers)], "every third layer global"
+
+    monkeypatch.setitem(hf.FAMILIES, "tiny_hybrid", hf.Family("Tiny", layer_kinds=every_third_global, qk_norm=True, tied=True))
+    imported = import_config(str(write_config(tmp_path, variant(model_type="tiny_hybrid", num_hidden_layers=6, sliding_window=256))))
+    assert imported.family == "Tiny"
+    assert imported.value("layer_kinds") == "[[sliding(256)] * 2, full] * 2"
+    assert "Layers: every third layer global; window 256 tokens." in imported.render()
+    assert not imported.assumptions
+    assert all(isinstance(family, hf.Family) for family in hf.FAMILIES.values())
+    assert set(hf.ARCHITECTURES.values()) <= set(hf.FAMILIES)
+
+
+def test_nemotron_h_experts_beside_dense_mlp_layers(tmp_path):
+    pattern = "M-ME*E"
+    config = {"model_type": "nemotron_h", "hidden_size": 256, "num_hidden_layers": len(pattern), "hybrid_override_pattern": pattern,
+              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64, "mamba_num_heads": 8, "mamba_head_dim": 32,
+              "ssm_state_size": 16, "n_groups": 1, "conv_kernel": 4, "intermediate_size": 512, "moe_intermediate_size": 128,
+              "n_routed_experts": 4, "num_experts_per_tok": 2, "vocab_size": 1000, "max_position_embeddings": 4096,
+              "torch_dtype": "bfloat16"}
+    imported = import_config(str(write_config(tmp_path, config, "nvidia__Nemotron-H-MoE.json")))
+    assert imported.value("intermediate_size") == "512"     # the `-` layer keeps its dense MLP
+    assert imported.value("experts") == "4"
+    no_dense = dict(config, hybrid_override_pattern="M*MEME", num_hidden_layers=6)
+    assert import_config(str(write_config(tmp_path, no_dense, "nvidia__Nemotron-H-MoE.json"))).value("intermediate_size") is None
