@@ -39,6 +39,7 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
         self._poisoned: set = set()  # reference cells already reported: names through them fail quietly
         self._broken: set = set()  # blocks whose `extends` failed: their missing cells are not reported
         self.order: list[Key] = []
+        self.readers: dict = {}  # block -> the other blocks whose rules read its cells
 
     def run(self) -> Program:
         self.collect_blocks()
@@ -56,7 +57,7 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
             self.dim_of(key)
         unique = {(type(e), e.message, e.span): e for e in self.errors if not isinstance(e, Silent)}
         raise_all(list(unique.values()))
-        return Program(self.blocks, self.cells, self.order)
+        return Program(self.blocks, self.cells, self.order, self.readers)
 
 
 def build(ws: Workspace, overrides: Optional[dict] = None) -> Program:

@@ -166,6 +166,10 @@ class NameResolver:
         def resolve(name: m.Name):
             nonlocal ok
             found = self.resolve_name(rc.block, name, scope=rc.scope)
+            if isinstance(found, CellRef):
+                for key in (found.key, *found.via):
+                    if key[0] != rc.block:
+                        self.readers.setdefault(key[0], set()).add(rc.block)
             if isinstance(found, str):
                 self.errors.append(ReferenceKindError(f"`{name.dotted}` is a {self.blocks[found].kind}, not a value", name.span))
             elif found is not None:

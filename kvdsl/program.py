@@ -112,10 +112,30 @@ class BlockInfo:
 class Program:
     """A resolved set of blocks: `blocks`, `cells` and `order` (dependencies first)."""
 
-    def __init__(self, blocks: dict, cells: dict, order: list):
+    def __init__(self, blocks: dict, cells: dict, order: list, readers: Optional[dict] = None):
         self.blocks = blocks
         self.cells = cells
         self.order = order
+        self.readers = readers or {}
+        self._by_block: Optional[dict] = None
+
+    def block_keys(self, block: str) -> list:
+        """The keys of every cell of `block` (its requirements and engine cells included)."""
+        if self._by_block is None:
+            self._by_block = {}
+            for key in self.cells:
+                self._by_block.setdefault(key[0], []).append(key)
+        return self._by_block.get(block, [])
+
+    def reading_blocks(self, block: str) -> set:
+        """`block` and every block whose rules read its cells, directly or through others."""
+        out, todo = {block}, [block]
+        while todo:
+            for reader in self.readers.get(todo.pop(), ()):
+                if reader not in out:
+                    out.add(reader)
+                    todo.append(reader)
+        return out
 
     def cell(self, block: str, name: str) -> ResolvedCell:
         return self.cells[(block, name)]
@@ -147,9 +167,19 @@ def walk_refs(expr):
 
 def map_names(expr, fn):
     """A copy of `expr` with every Name replaced by fn(name)."""
-    if expr.__class__ is m.Name:
+    cls = expr.__class__
+    if cls is m.Name:
         return fn(expr)
+    if cls is m.Binary:
+        return _rebuilt(expr, left=map_names(expr.left, fn), right=map_names(expr.right, fn))
     if not expr._fields:
         return expr
-    children = expr.children()
-    return expr.replace([map_names(child, fn) for child in children])
+    return expr.replace([map_names(child, fn) for child in expr.children()])
+
+
+def _rebuilt(node, **fields):
+    """A copy of a frozen node with some fields changed, without the dataclass constructor's cost."""
+    new = object.__new__(node.__class__)
+    new.__dict__.update(node.__dict__)
+    new.__dict__.update(fields)
+    return new

@@ -22,7 +22,9 @@ SEARCH_LIMIT = 10**15
 def depends_on(program: Program, target: Key) -> set:
     """Every cell whose value depends on `target` (including target itself)."""
     users: dict[Key, list] = {}
-    for key, rc in program.cells.items():
+    keys = (key for block in program.reading_blocks(target[0]) for key in program.block_keys(block))
+    for key in keys:
+        rc = program.cells[key]
         if rc.expr is not None and rc.form in ("rule", "require"):
             for dep in program.dependencies(key):
                 users.setdefault(dep, []).append(key)
