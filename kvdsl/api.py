@@ -103,7 +103,7 @@ def choose_block(program: Program, cell: str, block: Optional[str], needs: Optio
         if block not in program.blocks:
             raise UsageError(f"no block named `{block}`", hint=did_you_mean(block, program.blocks))
         return block
-    head = cell.split(".")[0]
+    head = cell if any(cell in b.cells for b in program.user_blocks()) else cell.split(".")[0]
     candidates = [b.name for b in program.user_blocks() if head in b.cells and (needs is None or needs in b.cells)]
     if len(candidates) == 1:
         return candidates[0]

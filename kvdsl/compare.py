@@ -9,10 +9,8 @@ are made of that differ too.  This module lays them out; it knows no formula.
 from __future__ import annotations
 
 from .display import bytes_text, json_number, plain_number
-from .evaluate import evaluate_expr
-from .explain import expr_text
-from .program import CellRef, Form, Program, walk_refs
-from . import model as m
+from .explain import expr_text, taken_branches
+from .program import Form, Program, walk_refs
 
 FIGURES = ("kv_bytes_per_token_per_gpu", "kv_cache_tokens", "num_blocks", "max_concurrency", "max_context")
 HEADERS = ("engine", "KV/token/GPU", "KV tokens", "blocks", "concurrency", "max context")
@@ -55,7 +53,7 @@ def reasons(program: Program, values: dict, block: str, engine: str) -> list:
         rc = program.cells[key]
         if rc.form != Form.RULE:
             continue
-        expr = _taken(rc.expr, values)
+        expr = taken_branches(rc.expr, values)
         out.append(_reason(program, values, key, expr))
         for ref in walk_refs(expr):
             target = program.cells[ref.key]
@@ -73,19 +71,6 @@ def _differs(program: Program, values: dict, block: str, engine: str, local: str
         if twin in program.cells and program.cells[twin].scope != engine:
             return values.get(twin) != value
     return True
-
-
-def _taken(expr, values: dict):
-    """`expr` with every `if` whose condition has a value reduced to the branch it takes."""
-    if isinstance(expr, m.If):
-        try:
-            cond = evaluate_expr(expr.cond, values)
-        except Exception:  # a value that is not known: keep both branches
-            cond = None
-        if isinstance(cond, bool):
-            return _taken(expr.then if cond else expr.otherwise, values)
-    children = expr.children() if not isinstance(expr, CellRef) else ()
-    return expr.replace([_taken(c, values) for c in children]) if children else expr
 
 
 def _reason(program: Program, values: dict, key, expr) -> str:

@@ -8,7 +8,33 @@ from . import model as m
 from .display import format_value
 from .graph import CellRef, Key, Program
 
-_PRECEDENCE = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4, "+": 5, "-": 5, "*": 6, "/": 6, "^": 8}
+_PRECEDENCE = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4, "&": 4.5, "+": 5, "-": 5, "*": 6, "/": 6,
+               "^": 8}
+
+
+def quoted(text: str) -> str:
+    """Text as a kvspec literal: `"GQA"`."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def taken_branches(expr, values: dict, held: list = None):
+    """`expr` with every `if` whose condition has a value reduced to the branch it takes.
+
+    The conditions that held (and chose a `then` branch) are appended to `held`.
+    """
+    from .evaluate import evaluate_expr
+
+    if isinstance(expr, m.If):
+        try:
+            cond = evaluate_expr(expr.cond, values)
+        except Exception:  # a value that is not known: keep both branches
+            cond = None
+        if isinstance(cond, bool):
+            if cond and held is not None:
+                held.append(expr.cond)
+            return taken_branches(expr.then if cond else expr.otherwise, values, held)
+    children = expr.children()
+    return expr.replace([taken_branches(c, values, held) for c in children]) if children else expr
 
 
 def expr_text(expr, name: Callable[[CellRef], str], parent: int = 0) -> str:
@@ -17,6 +43,8 @@ def expr_text(expr, name: Callable[[CellRef], str], parent: int = 0) -> str:
         return _number(expr)
     if isinstance(expr, m.Bool):
         return "true" if expr.value else "false"
+    if isinstance(expr, m.Str):
+        return quoted(expr.value)
     if isinstance(expr, CellRef):
         return name(expr)
     if isinstance(expr, m.Unary):
@@ -56,7 +84,15 @@ class Explainer:
         self.lines: list[str] = []
 
     def value_text(self, key: Key) -> str:
-        return format_value(self.values.get(key), self.program.cells[key].dim)
+        value = self.values.get(key)
+        if isinstance(value, str) and self.program.cells[key].form == "rule":
+            return quoted(value)  # a text a rule computes, as the rule would write it
+        return format_value(value, self.program.cells[key].dim)
+
+    def operand_text(self, key: Key) -> str:
+        """A value inside a substituted rule: texts quoted, so `engine == "vllm"` reads as written."""
+        value = self.values.get(key)
+        return quoted(value) if isinstance(value, str) else self.value_text(key)
 
     def explain(self, key: Key, label: str, depth: int = 0) -> None:
         rc = self.program.cells[key]
@@ -68,21 +104,28 @@ class Explainer:
             return
         self.seen.add(key)
         if rc.form in ("input", "text", "unknown"):
-            kind = {"input": "input", "text": "text", "unknown": "solved"}[rc.form]
+            kind = {"input": "input", "text": "text", "unknown": "solved"}[str(rc.form)]
             self.lines.append(f"{pad}{label} = {value}  ({kind}) {where}")
             return
         if rc.form == "ref":
-            self.lines.append(f"{pad}{label} = {rc.ref_target}  (names a {self.program.blocks[rc.ref_target].kind}) {where}")
+            kind = self.program.blocks[rc.ref_target].kind
+            self.lines.append(f"{pad}{label} = {rc.ref_target}  (names {'an' if kind[0] in 'aeiou' else 'a'} {kind}) {where}")
             return
         self.lines.append(f"{pad}{label} = {rc.cell.source.split('=', 1)[1].strip()}  {where}")
         prefix = label.rpartition(".")[0]
         qualified = (lambda r: f"{prefix}.{r.text}") if prefix else (lambda r: r.text)
-        substituted = expr_text(rc.expr, lambda r: self.value_text(r.key))
-        self.lines.append(f"{pad}  = {substituted}")
+        held: list = []
+        expr = taken_branches(rc.expr, self.values, held)
+        substituted = expr_text(expr, lambda r: self.operand_text(r.key))
+        because = "; ".join(expr_text(c, lambda r: self.operand_text(r.key)) for c in held)
+        if substituted != value:
+            self.lines.append(f"{pad}  = {substituted}" + (f"  (as {because})" if because else ""))
+        elif because:
+            self.lines.append(f"{pad}  (as {because})")
         self.lines.append(f"{pad}  = {value}")
         if depth >= self.max_depth:
             return
-        for ref in _unique_refs(rc.expr):
+        for ref in _unique_refs(expr):
             self.explain(ref.key, qualified(ref), depth + 1)
 
 

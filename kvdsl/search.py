@@ -64,7 +64,9 @@ class Feasibility:
 
 
 def find_key(program: Program, block: str, dotted: str) -> Key:
-    """`batch` or `model.window`, read from `block`, -> the key of that cell."""
+    """`batch`, `model.window` or `vllm.num_blocks`, read from `block`, -> the key of that cell."""
+    if dotted in program.blocks[block].cells:
+        return (block, dotted)
     parts = dotted.split(".")
     current = block
     for i, part in enumerate(parts):

@@ -458,10 +458,11 @@ def test_explain_shows_the_formula_where_it_is_written(explanation):
     number, formula = _prelude_line("deployment.kvspec", "max_batch")
     assert lines[1].startswith(f"max_batch = {formula}")
     assert f"deployment.kvspec:{number}]" in lines[1]
-    # the substituted values, then the value (by hand: 38.83 GiB budget, 80 x 512 x 32,768 x 1 B = 1.25 GiB)
+    # the branch the values take (32,768 tokens is within the context limit), substituted,
+    # then the value (by hand: 38.83 GiB budget, 80 x 512 x 32,768 x 1 B = 1.25 GiB)
     budget = 81559 * MIB * UTILIZATION - Fraction("70.55e9") * 2 / 4
-    assert lines[2].strip() == (f"= if 32,768 tokens <= 131,072 tokens then "
-                                f"max(floor({float(budget / GIB):.2f} GiB / {80 * 512 * 32768 / GIB:.2f} GiB), 0) else 0")
+    assert lines[2].strip() == (f"= max(floor({float(budget / GIB):.2f} GiB / {80 * 512 * 32768 / GIB:.2f} GiB), 0)"
+                                "  (as 32,768 tokens <= 131,072 tokens)")
     assert lines[3].strip() == "= 31"
     for cell in ("kv_budget_bytes_per_gpu", "kv_bytes_per_sequence_per_gpu", "paged_context"):
         number, _ = _prelude_line("deployment.kvspec", cell)
