@@ -198,3 +198,53 @@ def test_text_expressions(tmp_path):
 ])
 def test_text_in_arithmetic_is_refused(tmp_path, body, message):
     assert message in cli("check", spec(tmp_path, body), code=1).output
+
+
+# ---- the workbook: a user's engine in the drop-down, text rules as formulas ---------------
+
+def _engine_workbook(tmp_path):
+    from workbook_helpers import export
+
+    spec = tmp_path / "toy.kvspec"
+    spec.write_text(f'import "{TOY_ENGINE.as_posix()}"\n'
+                    f'import "{(SPECS / "models" / "gemma_2_9b_it.kvspec").as_posix()}"\n'
+                    f'import "{(SPECS / "models" / "jamba_v0_1.kvspec").as_posix()}"\n')
+    return spec, export(spec, tmp_path / "toy.xlsx")
+
+
+def test_a_user_engine_is_in_the_workbook_drop_down(tmp_path):
+    import openpyxl
+
+    from workbook_helpers import destination
+
+    _, path = _engine_workbook(tmp_path)
+    wb = openpyxl.load_workbook(path)
+    engines = [wb["Engines"].cell(row, 1).value for row in range(3, wb["Engines"].max_row + 1)]
+    assert "fixed_pool" in engines and "vllm" in engines
+    target = destination(wb, "qwen3_8b_rtx4090.engine")
+    validations = [dv for dv in target.parent.data_validations.dataValidation if target.coordinate in dv.sqref]
+    assert [dv.formula1 for dv in validations] == ["=all_engines_ids"]
+    assert "fixed_pool" in destination(wb, "qwen3_8b_rtx4090.engine_num_blocks").value  # the nested IF names it
+
+
+@pytest.mark.libreoffice
+def test_choosing_a_user_engine_in_the_workbook_recalculates_to_eval(tmp_path):
+    import openpyxl
+
+    from workbook_helpers import compare_numeric, destination, eval_json, named, recalculate
+
+    spec, path = _engine_workbook(tmp_path)
+    wb = openpyxl.load_workbook(path)
+    destination(wb, "qwen3_8b_rtx4090.engine").value = "fixed_pool"
+    changed = tmp_path / "changed.xlsx"
+    wb.save(changed)
+    [out] = recalculate([changed], tmp_path / "recalculated", tmp_path / "lo-profile")
+    got = openpyxl.load_workbook(out, data_only=True)
+    blocks = eval_json(spec, ["qwen3_8b_rtx4090.engine=fixed_pool"])
+    count, bad = compare_numeric(got, blocks)
+    assert not bad and count > 300, bad[:10]
+    texts = [(b, c, e["value"]) for b, info in blocks.items() for c, e in info["cells"].items()
+             if c in ("scheme", "attention_scheme")]
+    assert {value for _, _, value in texts} >= {"GQA 21 full + 21 sliding(4096)", "GQA 4 full + 28 SSM", "GQA"}
+    for block, cell, value in texts:  # text rules recalculate to the same text
+        assert named(got, f"{block}.{cell}") == value
