@@ -9,7 +9,7 @@ from lark import Token, Transformer, v_args
 from lark.exceptions import VisitError
 
 from . import model as m
-from .errors import InvalidValueError, KvdslError, Span, UnknownNameError, did_you_mean, raise_all
+from .errors import InvalidValueError, KvdslError, Span, UnknownNameError, did_you_mean, raise_all, split_lines
 from .units import DECLARED_DIMS, NUMBER, SUFFIXES, TOKENS, parse_unit
 
 MAX_EXPONENT = 30  # |value| below 10^30: more than any byte count of any cluster
@@ -54,7 +54,7 @@ class SpecTransformer(Transformer):
         super().__init__()
         self.errors: list[KvdslError] = []
         self.path = path
-        self.lines = text.splitlines()
+        self.lines = split_lines(text)
 
     # -- spans --
 
