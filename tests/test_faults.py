@@ -120,3 +120,118 @@ def test_line_endings_share_a_cache_entry(tmp_path, monkeypatch):
         assert (cell.name, cell.span.line, cell.source) == ("kv_heads", 4, "kv_heads = 2")
     finally:
         cache.directory.cache_clear()
+
+
+# ---------------------------------------------------------------- unbounded answers (16.3)
+
+@pytest.mark.parametrize("spec, block", [(MISTRAL, "mistral_7b_l4"), (MAMBA, "mamba_2_8b_l4")])
+def test_export_solving_context_where_memory_does_not_bound_it(tmp_path, spec, block):
+    import openpyxl
+
+    from kvdsl.excel.printer import UNBOUNDED
+
+    out = tmp_path / "w.xlsx"
+    cli("export", spec, "-o", out, "--set", f"{block}.context=?", code=0)
+    wb = openpyxl.load_workbook(out)
+    sheet, ref = next(iter(wb.defined_names[f"{block}.context"].destinations))
+    cell = wb[sheet][ref.replace("$", "")]
+    assert cell.value.startswith("=") and UNBOUNDED in cell.value
+    assert '"unbounded"' in cell.number_format
+
+
+def test_unbounded_prints_as_a_documented_large_number():
+    import sympy as sp
+
+    from kvdsl.excel.printer import UNBOUNDED, excel_formula
+
+    x = sp.Symbol("x")
+    assert excel_formula(sp.Min(x, sp.oo)) == "x"
+    assert excel_formula(sp.Piecewise((sp.oo, sp.Eq(x, 0)), (1 / x, True))) == f"IF(x=0, {UNBOUNDED}, 1/x)"
+    assert float(UNBOUNDED) > 1e100
+
+
+def test_a_conditional_condition_stays_lazy_in_excel():
+    import sympy as sp
+
+    from kvdsl.excel.printer import excel_formula
+
+    x, y = sp.symbols("x y")
+    assert excel_formula(sp.ITE(sp.Eq(x, 0), y > 1, y > 1 / x)) == "IF(x=0, y>1, y>1/x)"
+
+
+def test_unbounded_reads_unbounded():
+    from kvdsl.display import format_value
+    from kvdsl.units import TOKENS
+
+    assert format_value(float("inf"), TOKENS) == "unbounded"
+
+
+@pytest.mark.parametrize("vary", ["batch=1:4", "gpus=1:4", "utilization=0.5:1:0.25", "context=1K:1M:x4"])
+def test_sweep_of_a_pure_state_space_model(vary):
+    r = cli("sweep", MAMBA, "--block", "mamba_2_8b_l4", "--vary", vary, code=0)
+    header, *rows = r.stdout.strip().split("\n")
+    assert "fits" in header.split(",") and rows
+
+
+def test_sweep_writes_an_unbounded_value_as_an_empty_field():
+    r = cli("sweep", LLAMA, "--block", "llama_3_1_70b_h100x4_fp8", "--vary", "batch=0:1", code=0)
+    header, zero, one = r.stdout.strip().split("\n")
+    row = dict(zip(header.split(","), zero.split(",")))
+    assert row["max_context"] != "" and row["tokens_in_budget"] == ""  # a budget per sequence of 0 sequences
+    assert "inf" not in r.stdout and "nan" not in r.stdout
+
+
+# ---------------------------------------------------------------- sweeps on every axis (16.8)
+
+def _exact_rows(spec, block, name, points):
+    from kvdsl.api import evaluate_paths, parse_setting
+
+    for point in points:
+        _, values = evaluate_paths([spec], [parse_setting(f"{block}.{name}={point}")])
+        yield point, values
+
+
+@pytest.mark.parametrize("spec, block, name, points", [
+    (LLAMA, "llama_3_1_70b_h100x4_fp8", "gpus", [1, 2, 3, 4, 8, 16]),
+    (MISTRAL, "mistral_7b_l4", "context", [1024, 4096, 5000, 32768]),
+    (MAMBA, "mamba_2_8b_l4", "batch", [1, 3, 64]),
+    (str(DEPLOYMENTS / "gpt_oss_120b_h100.kvspec"), "gpt_oss_120b_h100", "utilization", ["0.5", "0.75", "0.9"]),
+])
+def test_sweep_equals_eval_point_by_point(spec, block, name, points):
+    from fractions import Fraction
+
+    from kvdsl.api import build_program
+    from kvdsl.sweep import prepare
+
+    compiled = prepare(build_program([spec]), block, [f"{name}={points[0]}:{points[0]}"])
+    for point, values in _exact_rows(spec, block, name, points):
+        compiled.axes[0] = type(compiled.axes[0])(name, __import__("numpy").array([float(Fraction(point))]))
+        inputs, results = compiled.run()
+        for cell, column in zip(compiled.results, results):
+            want = values[(block, cell)]
+            if want is None:
+                continue
+            assert column[0] == pytest.approx(float(want), rel=1e-12), (name, point, cell)
+
+
+def test_sweep_of_gpus_compiles_quickly():
+    import time
+
+    started = time.perf_counter()
+    r = cli("sweep", LLAMA, "--block", "llama_3_1_70b_h100x4_fp8", "--vary", "gpus=1:16", "--json", code=0)
+    assert time.perf_counter() - started < 5
+    assert json.loads(r.stdout)["compile_seconds"] < 2
+
+
+@pytest.mark.libreoffice
+def test_export_of_an_unbounded_regime_recalculates_to_eval(tmp_path):
+    import openpyxl
+
+    from workbook_helpers import compare_numeric, error_cells, eval_json, recalculate
+
+    out = tmp_path / "mamba.xlsx"
+    cli("export", MAMBA, "-o", out, "--set", "mamba_2_8b_l4.context=?", code=0)
+    wb = openpyxl.load_workbook(recalculate([out])[0], data_only=True)
+    count, bad = compare_numeric(wb, eval_json(MAMBA, ["mamba_2_8b_l4.context=?"]))
+    assert count > 100 and not bad, bad[:10]
+    assert error_cells(wb) == []

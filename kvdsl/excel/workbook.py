@@ -30,7 +30,7 @@ from ..graph import CellRef, Key, Program
 from ..search import depends_on
 from ..symbolic import Expander, convert
 from ..units import BYTES, TOKENS, Dim
-from .printer import excel_formula, excel_text_literal
+from .printer import UNBOUNDED, excel_formula, excel_text_literal
 
 SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines"}
 COLUMN_SETS = {"model": "all_models", "hardware": "all_hardware", "deployment": "all_deployments", "format": "all_formats",
@@ -257,6 +257,8 @@ class WorkbookWriter:
                 raise ExportError(exc.message, rc.cell.span, exc.hint) from None
             target.value = self.expanded_formula(expr, expander, {})
             self.formulas += 1
+            target.number_format = f'[>={UNBOUNDED}]"unbounded";' + _number_format(rc.dim)
+            return
         else:
             target.value = self.rule_formula(key)
             self.formulas += 1
@@ -438,6 +440,8 @@ class WorkbookWriter:
             ("Units: bytes, tokens, elements, seconds. 1 GiB = 1,073,741,824 bytes; a 32K context is 32,768 tokens.", False),
             ("Each formula's note gives the spec file and line it comes from, and the rule as written.", False),
             ("Names whose first part reads as a cell reference (h100, tp2, r, c) start with an underscore: _h100.memory.", False),
+            (f"A solved answer that nothing bounds (no memory limit on a pure state-space model's context) holds "
+             f"{UNBOUNDED} and reads \"unbounded\".", False),
             ("", False),
             ("Made from: " + ", ".join(self.sources), False),
         ]
