@@ -235,3 +235,18 @@ def test_export_of_an_unbounded_regime_recalculates_to_eval(tmp_path):
     count, bad = compare_numeric(wb, eval_json(MAMBA, ["mamba_2_8b_l4.context=?"]))
     assert count > 100 and not bad, bad[:10]
     assert error_cells(wb) == []
+
+
+# ---------------------------------------------------------------- --set X=? over a spec's X = ?
+
+@pytest.mark.parametrize("setting", ["batch=?", "qwen3_32b_h200_solved.batch=?"])
+def test_setting_an_unknown_the_spec_already_has_changes_nothing(setting):
+    alone = json.loads(cli("eval", "--json", QWEN_SOLVED, code=0).stdout)
+    again = json.loads(cli("eval", "--json", QWEN_SOLVED, "--set", setting, code=0).stdout)
+    assert again == alone
+    assert alone["blocks"]["qwen3_32b_h200_solved"]["cells"]["batch"]["value"] == 13
+
+
+def test_solve_with_the_unknown_set_again_is_whole():
+    r = cli("solve", QWEN_SOLVED, "--for", "batch", "--set", "batch=?", "--json", code=0)
+    assert json.loads(r.stdout)["value"] == 13
