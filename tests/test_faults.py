@@ -250,3 +250,80 @@ def test_setting_an_unknown_the_spec_already_has_changes_nothing(setting):
 def test_solve_with_the_unknown_set_again_is_whole():
     r = cli("solve", QWEN_SOLVED, "--for", "batch", "--set", "batch=?", "--json", code=0)
     assert json.loads(r.stdout)["value"] == 13
+
+
+# ---------------------------------------------------------------- workbook names Excel treats as one (16.2)
+
+MODEL_HEAD = 'model {name} "M" {{\n    layers = 2; heads = 4; head_dim = 8; params = 1e9\n'
+
+
+def _export_refused(tmp_path, text):
+    spec = tmp_path / "names.kvspec"
+    spec.write_text(text, encoding="utf-8")
+    out = tmp_path / "out.xlsx"
+    r = cli("export", spec, "-o", out, code=1)
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["names.kvspec"]
+    return r
+
+
+def test_cells_differing_only_by_case_are_refused_at_the_cell(tmp_path):
+    r = _export_refused(tmp_path, MODEL_HEAD.format(name="m") + "    Memory2 = 5\n    memory2 = 7\n}\n")
+    assert LOCATION.search(r.stderr).group(2, 3) == ("4", "5")
+    assert "`m.Memory2`" in r.stderr and "`m.memory2`" in r.stderr and "ignore case" in r.stderr
+
+
+def test_columns_differing_only_by_case_are_refused(tmp_path):
+    text = MODEL_HEAD.format(name="a") + "    Extra = 5\n}\n" + MODEL_HEAD.format(name="b") + "    extra = 5\n}\n"
+    r = _export_refused(tmp_path, text)
+    assert LOCATION.search(r.stderr).group(2, 3) == ("7", "5")
+    assert "all_models.Extra" in r.stderr and "all_models.extra" in r.stderr
+
+
+@pytest.mark.parametrize("name", ["_xlfn_m", "_XLNM", "_xlws2"])
+def test_block_names_with_a_reserved_prefix_are_refused(tmp_path, name):
+    r = _export_refused(tmp_path, MODEL_HEAD.format(name=name) + "}\n")
+    assert LOCATION.search(r.stderr).group(2, 3) == ("1", "7")
+    assert "_xlfn" in r.stderr
+
+
+def test_a_column_name_over_255_characters_is_refused(tmp_path):
+    r = _export_refused(tmp_path, MODEL_HEAD.format(name="m") + "    " + "b" * 246 + " = 1\n}\n")
+    assert LOCATION.search(r.stderr).group(2, 3) == ("3", "5")
+    assert "255" in r.stderr and "column" in r.stderr
+
+
+# ---------------------------------------------------------------- internal errors found by fuzzing (15.1)
+
+HUGE = "1" * 5000  # more digits than Python turns into an int
+
+
+@pytest.mark.parametrize("value", [f"1e{HUGE}", f"1e{'0' * 5000}5", f"0.{'0' * 5000}1", f"{'0' * 5000}1", f"1e-{HUGE}"],
+                         ids=["exponent", "zeros-in-exponent", "zeros-after-point", "leading-zeros", "negative-exponent"])
+def test_a_number_with_thousands_of_digits_is_a_clean_error_or_a_value(value):
+    r = cli("eval", MAMBA, "--set", f"context={value}")
+    assert r.exit_code in (0, 1, 2)
+
+
+def test_a_huge_exponent_in_a_file_is_a_positioned_error(tmp_path):
+    spec = tmp_path / "big.kvspec"
+    spec.write_text(MODEL_HEAD.format(name="m") + f"    context_limit = 1e{HUGE}\n}}\n")
+    r = cli("eval", spec, code=1)
+    assert LOCATION.search(r.stderr).group(2, 3) == ("3", "21")
+    assert "out of range" in r.stderr
+
+
+def test_a_pattern_repeated_a_huge_number_of_times_is_a_positioned_error(tmp_path):
+    spec = tmp_path / "pattern.kvspec"
+    spec.write_text(MODEL_HEAD.format(name="m") + f"    layer_kinds = [full] * {HUGE}\n}}\n")
+    r = cli("eval", spec, code=1)
+    assert LOCATION.search(r.stderr).group(2) == "3"
+
+
+def test_compare_a_missing_block_with_a_setting_everywhere_answers_quickly():
+    import time
+
+    started = time.perf_counter()
+    r = cli("compare", str(REPO / "specs" / "catalog.kvspec"), "--block", "nope", "--set", "heads=512 MiB")
+    assert time.perf_counter() - started < 10
+    assert r.exit_code in (1, 2) and "error" in r.stderr
