@@ -327,3 +327,61 @@ def test_compare_a_missing_block_with_a_setting_everywhere_answers_quickly():
     r = cli("compare", str(REPO / "specs" / "catalog.kvspec"), "--block", "nope", "--set", "heads=512 MiB")
     assert time.perf_counter() - started < 10
     assert r.exit_code in (1, 2) and "error" in r.stderr
+
+
+# ---------------------------------------------------------------- temporary files are cleaned (16.7)
+
+WRITER = """
+import sys, time
+from kvdsl.files import atomic_writer
+with atomic_writer(sys.argv[1]) as stream:
+    stream.write("partial")
+    stream.flush()
+    print("ready", flush=True)
+    time.sleep(60)
+"""
+
+
+def _writer(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    process = subprocess.Popen([sys.executable, "-c", WRITER, str(tmp_path / "out.csv")], stdout=subprocess.PIPE,
+                               env=env, text=True)
+    assert process.stdout.readline().strip() == "ready"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")], "no temporary file while writing"
+    return process
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT", "SIGHUP"])
+def test_an_interrupted_write_removes_its_temporary_file(tmp_path, signame):
+    import signal
+
+    process = _writer(tmp_path)
+    process.send_signal(getattr(signal, signame))
+    assert process.wait(timeout=20) != 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_a_killed_write_is_cleaned_by_the_next_one(tmp_path):
+    import signal
+
+    process = _writer(tmp_path)
+    process.send_signal(signal.SIGKILL)
+    process.wait(timeout=20)
+    stale = [p.name for p in tmp_path.iterdir()]
+    assert len(stale) == 1 and stale[0].startswith(".out.csv.") and stale[0].endswith(".tmp")
+    cli("sweep", LLAMA, "--block", "llama_3_1_70b_h100x4_fp8", "--vary", "batch=1:2", "--out", tmp_path / "out.csv", code=0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.csv"]
+
+
+def test_another_running_writer_keeps_its_temporary_file(tmp_path):
+    process = _writer(tmp_path)
+    try:
+        cli("sweep", LLAMA, "--block", "llama_3_1_70b_h100x4_fp8", "--vary", "batch=1:2", "--out", tmp_path / "out.csv", code=0)
+        assert len([p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]) == 1
+    finally:
+        process.kill()
+        process.wait()
