@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 from .units import BYTES, Dim
 
 GIB = 1024**3
+UNBOUNDED = "unbounded"  # how an infinite answer reads (nothing grows with the unknown)
 _BINARY = [(1024**4, "TiB"), (1024**3, "GiB"), (1024**2, "MiB"), (1024, "KiB")]
 _DECIMAL = [(10**12, "T"), (10**9, "G"), (10**6, "M"), (10**3, "K")]
 
@@ -49,6 +51,8 @@ def format_value(value, dim) -> str:
     """A cell value with its unit, for the human-readable output."""
     if value is None:
         return "?"
+    if isinstance(value, float) and math.isinf(value):
+        return UNBOUNDED if value > 0 else "-" + UNBOUNDED
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):

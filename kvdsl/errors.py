@@ -46,16 +46,32 @@ _source_cache: dict[str, list[str]] = {}
 MAX_SHOWN = 160  # characters of a source line an error shows
 
 
+def normalize_newlines(text: str) -> str:
+    """CRLF and a lone CR become LF: the one line ending kvdsl (and Lark) counts."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
+def split_lines(text: str) -> list[str]:
+    """A text's lines, broken at LF only.
+
+    hazard: `str.splitlines()` also breaks at form feed, vertical tab,
+    U+001C-U+001E, U+0085, U+2028 and U+2029, which the parser counts as
+    ordinary characters; line numbers would then disagree with Lark's.
+    """
+    lines = text.split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
 def remember_source(path: str, text: str) -> None:
     """Keep a file's text so errors can quote its lines."""
-    _source_cache[path] = text.splitlines()
+    _source_cache[path] = split_lines(normalize_newlines(text))
 
 
 def source_line(span: Span) -> Optional[str]:
     lines = _source_cache.get(span.path)
     if lines is None:
         try:
-            lines = Path(span.path).read_text(encoding="utf-8", errors="replace").splitlines()
+            lines = split_lines(normalize_newlines(Path(span.path).read_text(encoding="utf-8", errors="replace")))
         except OSError:
             return None
         _source_cache[span.path] = lines

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import re
 
-from .errors import InvalidValueError, Span, SpecSyntaxError, did_you_mean, remember_source
+from .errors import InvalidValueError, Span, SpecSyntaxError, did_you_mean, normalize_newlines, remember_source
 from .model import SpecFile
 
 GRAMMAR = Path(__file__).with_name("kvspec.lark")
@@ -67,7 +67,7 @@ def _point(path: str, line: int, column: int, width: int = 1) -> Span:
 
 
 def decode(data: bytes, path: str) -> str:
-    """Bytes of a spec file -> text, refusing binary data with a position."""
+    """Bytes of a spec file -> text with LF line endings, refusing binary data with a position."""
     nul = data.find(b"\0")
     try:
         text = data.decode("utf-8")
@@ -76,11 +76,11 @@ def decode(data: bytes, path: str) -> str:
     else:
         bad = nul if nul >= 0 else None
         if bad is None:
-            return text[1:] if text.startswith("\ufeff") else text
-    head = data[:bad].decode("utf-8", errors="replace")
+            return normalize_newlines(text[1:] if text.startswith("\ufeff") else text)
+    head = normalize_newlines(data[:bad].decode("utf-8", errors="replace"))
     line = head.count("\n") + 1
     column = len(head) - (head.rfind("\n") + 1) + 1
-    shown = data.decode("utf-8", errors="replace")
+    shown = normalize_newlines(data.decode("utf-8", errors="replace"))
     remember_source(path, re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "\ufffd", shown))
     raise InvalidValueError(
         f"this is not a text file: binary data at byte {bad}", _point(path, line, column),
@@ -92,6 +92,7 @@ def parse_text(text: str, path: str) -> SpecFile:
     """Parse kvspec source into a SpecFile, or raise a positioned kvdsl error."""
     from .transformer import transform
 
+    text = normalize_newlines(text)
     remember_source(path, text)
     _allow_deep_expressions()
     if not text.strip():
@@ -117,6 +118,7 @@ def parse_cell(text: str, path: str):
     """Parse one `name = value` line (as `--set` gives it) into a Cell."""
     from .transformer import transform
 
+    text = normalize_newlines(text)
     remember_source(path, text)
     return transform(_tree(text, path, "cell"), path, text)
 

@@ -89,11 +89,11 @@ def integer_quantity(program: Program, key: Key, base: dict) -> bool:
     if not (isinstance(rc.dim, Dim) and rc.dim.dimensionless):
         return False
     value = base.get(key)
-    if value is None:
+    if value is None:  # a `?`: whole if the nearest value it hides is (a `--set X=?` hides the spec's `X = ?` first)
         for cell in rc.shadowed:
-            expr = getattr(cell, "expr", None)
-            value = getattr(expr, "value", None)
-            break
+            value = getattr(getattr(cell, "expr", None), "value", None)
+            if value is not None:
+                break
     return isinstance(value, (int, Fraction)) and Fraction(value).denominator == 1
 
 

@@ -407,7 +407,8 @@ def live_form(program: Program, block: str, cell: str):
                 continue
             roots = _roots(piece, x)
             if roots:
-                branches.append((roots[0], condition.subs(x, roots[0])))
+                root = _unbounded_where_zero(roots[0])
+                branches.append((root, condition.subs(x, root)))
         if branches:
             branches[-1] = (branches[-1][0], sp.true)
             bound = sp.Piecewise(*branches)
@@ -423,6 +424,19 @@ def live_form(program: Program, block: str, cell: str):
         expr = sp.floor(expr) if solution.direction == "max" else sp.ceiling(expr)
     _check_live_form(program, block, cell, expr, expander, solution)
     return expr, expander
+
+
+def _unbounded_where_zero(root):
+    """A bound that divides by cells which may be 0 is unbounded (oo) where they are.
+
+    hazard: past a sliding window, or in a pure state-space model, nothing
+    grows with the context, so the memory bound divides by 0; a spreadsheet
+    would show #DIV/0! there and spoil every MIN it feeds.
+    """
+    denominator = sp.fraction(root)[1]
+    if not denominator.free_symbols:
+        return root
+    return sp.Piecewise((sp.oo, sp.Eq(denominator, 0)), (root, True))
 
 
 def _check_live_form(program: Program, block: str, cell: str, expr, expander, solution: Solution) -> None:

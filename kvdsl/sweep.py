@@ -1,20 +1,25 @@
-"""`kvdsl sweep`: a grid of what-ifs, compiled once to vectorized NumPy.
+"""`kvdsl sweep`: a grid of what-ifs, evaluated as whole NumPy arrays.
 
-Every result cell is expanded into the varied inputs (everything else
-substituted by its value) and `sympy.lambdify`-ed once; the grid is then
-evaluated in chunks of whole arrays.  Nothing is solved per point.
+The exact rules of the cells that depend on a varied cell are evaluated
+vectorized, in chunks of the grid; every other cell keeps its exact value.
+Nothing is compiled symbolically and nothing is solved per point, so every
+axis costs the same whatever its rules branch on.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import operator
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
+from . import model as m
 from .errors import UsageError
-from .graph import Key, Program
+from .graph import CellRef, Key, Program
 
-CHUNK = 250_000
+CHUNK = 65_536  # points per pass: every affected cell holds an array this long
 MAX_POINTS = 10_000_000  # the grid is held in memory: about 8 bytes x columns x points
 
 
@@ -101,13 +106,16 @@ def prepare(program: Program, block: str, texts: list) -> "CompiledSweep":
 
 
 class CompiledSweep:
-    """Result cells of one block as NumPy functions of the varied cells."""
+    """Result cells of one block, evaluated over the grid as NumPy arrays.
+
+    The exact rules are evaluated vectorized, cell by cell in dependency
+    order: only the cells that depend on a varied cell are computed per
+    point; every other value stays the exact number `eval` gives.  A
+    division by zero at a point gives inf or nan there, as NumPy does.
+    """
 
     def __init__(self, program: Program, block: str, axes: list, values: dict):
-        import sympy as sp
-
         from .search import depends_on
-        from .symbolic import Expander, to_rational
 
         self.block = block
         self.axes = axes
@@ -116,14 +124,12 @@ class CompiledSweep:
         self.results = [
             name for name in program.blocks[block].cells
             if (block, name) in affected and (block, name) not in self.keys
-            and program.cells[(block, name)].form == "rule"
+            and program.cells[(block, name)].form == "rule" and _is_number(program.cells[(block, name)].dim)
         ]
-        symbols = [sp.Symbol(f"v{i}") for i in range(len(axes))]
-        expander = Expander(program, stop=lambda key: key not in affected, rename=dict(zip(self.keys, symbols)))
-        exprs = [expander.expand((block, name)) for name in self.results]
-        env = {s: to_rational(values[k]) for s, k in expander.symbols.items() if values.get(k) is not None}
-        exprs = [e.subs(env) for e in exprs]
-        self.functions = [sp.lambdify(symbols, e, modules="numpy") for e in exprs]
+        self.program = program
+        self.values = values
+        self.order = [k for k in program.order if k in affected and k not in self.keys
+                      and program.cells[k].form in ("input", "rule")]
         self.bools = [program.cells[(block, n)].dim == "bool" for n in self.results]
 
     @staticmethod
@@ -145,6 +151,14 @@ class CompiledSweep:
         mesh = np.meshgrid(*arrays, indexing="ij")
         return [g.ravel() for g in mesh]
 
+    def evaluate(self, part: list) -> dict:
+        """Values of every cell at the points `part` (one array per varied cell)."""
+        values = dict(self.values)
+        values.update(zip(self.keys, part))
+        for key in self.order:
+            values[key] = vector_value(self.program.cells[key].expr, values)
+        return values
+
     def run(self, progress=None):
         """(inputs, results): lists of NumPy arrays over the whole grid."""
         import numpy as np
@@ -155,20 +169,145 @@ class CompiledSweep:
         with np.errstate(all="ignore"):  # a point that divides by zero gives inf or nan, not a warning
             for start in range(0, n, CHUNK):
                 part = [x[start : start + CHUNK] for x in inputs]
-                for out, fn in zip(results, self.functions):
-                    value = fn(*part)
-                    out[start : start + CHUNK] = np.broadcast_to(value, part[0].shape)
+                values = self.evaluate(part)
+                for out, name in zip(results, self.results):
+                    out[start : start + CHUNK] = np.broadcast_to(_floats(values[(self.block, name)]), part[0].shape)
                 if progress is not None:
                     progress(min(CHUNK, n - start))
         return inputs, results
 
 
+def _is_number(dim) -> bool:
+    from .units import Dim
+
+    return dim == "bool" or isinstance(dim, Dim)
+
+
+def _floats(value):
+    """A value as NumPy takes it: exact numbers become floats, an unknown nan."""
+    import numpy as np
+
+    if value is None:
+        return np.nan
+    if isinstance(value, Fraction):
+        return float(value)
+    return value
+
+
+def _scalar(value) -> bool:
+    return not hasattr(value, "shape")
+
+
+def vector_value(expr, values: dict):
+    """`evaluate_expr` over arrays: the same rules, NumPy where a value varies.
+
+    Values that do not vary stay exact (Fraction, bool, str); an `if` whose
+    condition varies takes each branch where its condition holds.
+    """
+    import numpy as np
+
+    if isinstance(expr, (m.Num, m.Bool)):
+        return expr.value
+    if isinstance(expr, CellRef):
+        return _floats(values[expr.key]) if values[expr.key] is None else values[expr.key]
+    if isinstance(expr, m.Unary):
+        inner = vector_value(expr.operand, values)
+        if expr.op == "not":
+            return (not inner) if _scalar(inner) else np.logical_not(inner)
+        return -inner
+    if isinstance(expr, m.If):
+        cond = vector_value(expr.cond, values)
+        if _scalar(cond):
+            return vector_value(expr.then if cond else expr.otherwise, values)
+        return np.where(cond, _floats(vector_value(expr.then, values)), _floats(vector_value(expr.otherwise, values)))
+    if isinstance(expr, m.Call):
+        return _vector_call(expr.func, [vector_value(a, values) for a in expr.args])
+    if isinstance(expr, m.Binary):
+        return _vector_binary(expr.op, vector_value(expr.left, values), vector_value(expr.right, values))
+    raise TypeError(f"cannot evaluate {expr!r}")
+
+
+def _exact(*values) -> bool:
+    return all(_scalar(v) and v is not None and not (isinstance(v, float) and math.isnan(v)) for v in values)
+
+
+_SCALAR_CALLS = {"min": min, "max": max, "abs": abs,
+                 "floor": lambda a: Fraction(math.floor(a)), "ceil": lambda a: Fraction(math.ceil(a))}
+
+
+def _vector_call(func: str, args: list):
+    import numpy as np
+
+    if _exact(*args):
+        return _SCALAR_CALLS[func](*args) if func in ("min", "max") else _SCALAR_CALLS[func](args[0])
+    args = [_floats(a) for a in args]
+    if func == "min":
+        return functools.reduce(np.minimum, args)
+    if func == "max":
+        return functools.reduce(np.maximum, args)
+    if func == "abs":
+        return np.abs(args[0])
+    return _round(args[0], np.floor if func == "floor" else np.ceil)
+
+
+SNAP = 8 * 2.0**-52  # relative distance under which a float is taken for the integer next to it
+
+
+def _round(x, direction):
+    """floor or ceil of floats that stand for exact values.
+
+    hazard: `floor(0.3 / 0.1 * 10)` is 29 in floats; a value within a few
+    ULPs of an integer is that integer in exact arithmetic (as `eval` computes
+    it), so it is snapped there before rounding.
+    """
+    import numpy as np
+
+    nearest = np.rint(x)
+    return np.where(np.abs(x - nearest) <= SNAP * np.abs(x), nearest, direction(x))
+
+
+_OPS = {  # op -> (exact Python, NumPy ufunc name)
+    "and": (lambda a, b: bool(a) and bool(b), "logical_and"), "or": (lambda a, b: bool(a) or bool(b), "logical_or"),
+    "+": (operator.add, "add"), "-": (operator.sub, "subtract"), "*": (operator.mul, "multiply"),
+    "/": (operator.truediv, "true_divide"), "<": (operator.lt, "less"), "<=": (operator.le, "less_equal"),
+    ">": (operator.gt, "greater"), ">=": (operator.ge, "greater_equal"), "==": (operator.eq, "equal"),
+    "!=": (operator.ne, "not_equal"), "^": (None, "power"),
+}
+
+
+def _vector_binary(op: str, a, b):
+    import numpy as np
+
+    exact, ufunc = _OPS[op]
+    small_power = op == "^" and isinstance(b, Fraction) and b.denominator == 1 and abs(b) <= 64 and not (a == 0 and b < 0)
+    if _exact(a, b) and (small_power or (exact is not None and not (op == "/" and b == 0))):
+        return a ** int(b) if op == "^" else exact(a, b)
+    return getattr(np, ufunc)(_floats(a), _floats(b))
+
+
+NOT_FINITE = re.compile(r"(?<![^,\n])(?:-?inf|nan)(?![^,\n])")
+CSV_ROWS = 65_536  # rows formatted per pass
+
+
 def write_csv(stream, sweep: CompiledSweep, inputs, results) -> None:
-    """Rows of the grid: varied names, then every result cell."""
+    """Rows of the grid: varied names, then every result cell.
+
+    A value that is not a finite number (an unbounded answer, say the longest
+    context when nothing grows with it, or a division by zero) is an empty field.
+    """
+    import io
+
     import numpy as np
 
     header = [a.name for a in sweep.axes] + sweep.results
     stream.write(",".join(header) + "\n")
     columns = inputs + [r.astype(int) if r.dtype == bool else r for r in results]
     table = np.column_stack(columns)
-    np.savetxt(stream, table, delimiter=",", fmt="%.15g")
+    for start in range(0, len(table), CSV_ROWS):
+        rows = table[start : start + CSV_ROWS]
+        if np.isfinite(rows).all():
+            np.savetxt(stream, rows, delimiter=",", fmt="%.15g")
+            continue
+        text = io.StringIO()
+        np.savetxt(text, rows, delimiter=",", fmt="%.15g")
+        stream.write(NOT_FINITE.sub("", text.getvalue()))

@@ -9,7 +9,7 @@ from lark import Token, Transformer, v_args
 from lark.exceptions import VisitError
 
 from . import model as m
-from .errors import InvalidValueError, KvdslError, Span, UnknownNameError, did_you_mean, raise_all
+from .errors import InvalidValueError, KvdslError, Span, UnknownNameError, did_you_mean, raise_all, split_lines
 from .units import DECLARED_DIMS, NUMBER, SUFFIXES, TOKENS, parse_unit
 
 MAX_EXPONENT = 30  # |value| below 10^30: more than any byte count of any cluster
@@ -21,11 +21,9 @@ def parse_number(text: str, unit: str | None, span: Span) -> m.Num:
     """A NUMBER token (and optional UNIT) -> a Num in base units, exactly."""
     clean = text.replace("_", "")
     suffix = clean[-1] if clean[-1] in SUFFIXES else ""
-    digits = clean[:-1] if suffix else clean
-    mantissa, _, exponent = digits.lower().partition("e")
-    if len(mantissa.replace(".", "").lstrip("0")) > MAX_DIGITS or (exponent and abs(int(exponent)) > MAX_EXPONENT):
+    value = _decimal(clean[:-1] if suffix else clean)
+    if value is None:
         raise InvalidValueError(f"number `{text}` is out of range", span, hint=f"kvspec numbers lie between 10^-{MAX_EXPONENT} and 10^{MAX_EXPONENT}")
-    value = Fraction(digits)
     dim = NUMBER
     if suffix:
         factor, dim = SUFFIXES[suffix]
@@ -43,6 +41,23 @@ def parse_number(text: str, unit: str | None, span: Span) -> m.Num:
     return m.Num(value, dim, span, bare=(unit is None and not suffix))
 
 
+def _decimal(digits: str):
+    """`12.5e3` -> Fraction(12500), or None when it has too many digits or too large an exponent.
+
+    hazard: Python refuses to turn more than 4,300 digits into an int, and
+    `Fraction("1e" + "0" * 5000 + "5")` is such a conversion, so no digit
+    string reaches `int` before its length is checked.
+    """
+    mantissa, _, exponent = digits.lower().partition("e")
+    whole, _, fraction = mantissa.partition(".")
+    significant = (whole + fraction).lstrip("0")
+    power = exponent.lstrip("+-").lstrip("0")
+    if len(significant) > MAX_DIGITS or len(power) > len(str(MAX_EXPONENT)) or (power and int(power) > MAX_EXPONENT):
+        return None
+    scale = (-int(power) if exponent.startswith("-") else int(power or 0)) - len(fraction)
+    return Fraction(int(significant or "0")) * Fraction(10) ** scale
+
+
 def _unquote(token: str) -> str:
     return re.sub(r"\\(.)", r"\1", token[1:-1])
 
@@ -54,7 +69,7 @@ class SpecTransformer(Transformer):
         super().__init__()
         self.errors: list[KvdslError] = []
         self.path = path
-        self.lines = text.splitlines()
+        self.lines = split_lines(text)
 
     # -- spans --
 
@@ -190,11 +205,12 @@ class SpecTransformer(Transformer):
         count = 1
         if children and isinstance(children[-1], Token):
             tok = children.pop()
-            if not re.fullmatch(r"\d+", str(tok)) or int(tok) < 1:
+            digits = str(tok).lstrip("0")
+            if not re.fullmatch(r"\d+", str(tok)) or not digits:
                 raise InvalidValueError(f"a pattern repeats a whole number of times (1 or more), not `{tok}`", self._tspan(tok))
-            if int(tok) > MAX_PATTERN_LAYERS:
+            if len(digits) > len(str(MAX_PATTERN_LAYERS)) or int(digits) > MAX_PATTERN_LAYERS:
                 raise InvalidValueError(f"the pattern has more than {MAX_PATTERN_LAYERS:,} layers", self._tspan(tok))
-            count = int(tok)
+            count = int(digits)
         flat = []
         for child in children:
             flat.extend(child if isinstance(child, list) else [child])
@@ -283,6 +299,16 @@ def transform(tree, path: str, text: str) -> m.SpecFile:
     except VisitError as exc:  # Lark wraps what a transformer raises
         if isinstance(exc.orig_exc, KvdslError):
             raise_all(transformer.errors + [exc.orig_exc])
+        if isinstance(exc.orig_exc, RecursionError):
+            raise exc.orig_exc from None
+        if isinstance(exc.orig_exc, (ValueError, ArithmeticError)):  # a literal no rule above foresaw
+            raise_all(transformer.errors + [_unreadable(exc, transformer)])
         raise
     raise_all(transformer.errors)
     return result
+
+
+def _unreadable(exc: VisitError, transformer: SpecTransformer) -> InvalidValueError:
+    meta = getattr(exc.obj, "meta", None)
+    span = transformer._span(meta) if meta is not None and not getattr(meta, "empty", True) else None
+    return InvalidValueError(f"cannot read this value: {exc.orig_exc}", span)

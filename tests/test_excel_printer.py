@@ -114,12 +114,16 @@ def test_unnamed_symbol_is_strict():
     assert ExcelPrinter({"names": {"x": "a"}, "strict": False}).doprint(x + y) == "a+y"
 
 
-@pytest.mark.parametrize("expr", [sin(x), Integral(x, x), zoo, nan, oo, -oo, S.ImaginaryUnit * x,
+@pytest.mark.parametrize("expr", [sin(x), Integral(x, x), zoo, nan, -oo, S.ImaginaryUnit * x,
                                   Function("g")(x), Piecewise((1, x > 0)), Integer(10**400)],
                          ids=str)
 def test_unsupported_raises(expr):
     with pytest.raises(ExportError):
         excel_formula(expr)
+
+
+def test_unbounded_is_a_large_number():
+    assert excel_formula(oo) == "1E+300"
 
 
 def test_excel_limits():

@@ -134,11 +134,11 @@ def test_sweep_bad_range_mentions_vary(vary):
     assert errors(r) == 1
 
 
-def test_sweep_division_by_zero_gives_inf_without_warnings():
+def test_sweep_division_by_zero_gives_an_empty_field_without_warnings():
     r = cli("sweep", LLAMA, "--block", LLAMA_BLOCK, "--vary", "batch=0:2", code=0)
     rows = r.stdout.strip().splitlines()
     assert len(rows) == 4
-    assert rows[1].startswith("0,") and "inf" in rows[1]
+    assert rows[1].startswith("0,") and ",," in rows[1]  # not a finite number: an empty field
     assert r.stderr == ""
 
 

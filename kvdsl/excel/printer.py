@@ -6,6 +6,10 @@ Unlike them it is strict by construction: a node with no rule here raises
 `ExportError`, so an expression either prints as a formula that computes the
 same value or does not print at all.
 
+An unbounded value (SymPy's `oo`) prints as UNBOUNDED, 1E+300: a number
+every spreadsheet holds, larger than any byte or token count, that MIN and
+comparisons treat as it should be treated.
+
 Only functions that every Excel since 2010 and LibreOffice know are used:
 IF, MIN, MAX, INT, ABS, SQRT, AND, OR, NOT, PI.  Two Excel rules shape the
 parentheses: unary minus binds tighter than `^` (`=-2^2` is 4) and `^` is
@@ -29,6 +33,7 @@ from kvdsl.errors import ExportError
 # parenthesized wherever an operand could be mistaken for it.
 CMP, NEG, ADD, MUL, POW, ATOM = range(6)
 
+UNBOUNDED = "1E+300"  # what an unbounded answer is in a workbook
 MAX_DIGITS = 15  # Excel keeps this many significant digits of a literal
 MAX_FORMULA_CHARS = 8192
 MAX_FUNCTION_NESTING = 64
@@ -155,10 +160,12 @@ class ExcelPrinter(CodePrinter):
     def _print_Integer(self, expr):
         return self._number(expr)[0]
 
-    _print_Rational = _print_Float = _print_Integer
+    _print_Rational = _print_Float = _print_Infinity = _print_Integer
 
     def _number(self, expr) -> tuple[str, int]:
         """Text and precedence of a number that Excel reads as the same double."""
+        if expr is S.Infinity:
+            return UNBOUNDED, ATOM
         if expr.is_negative:
             text, prec = self._number(-expr)
             return "-" + (text if prec in (ATOM, MUL) else f"({text})"), NEG
@@ -279,6 +286,11 @@ class ExcelPrinter(CodePrinter):
 
     def _print_Not(self, expr):
         return self._call("NOT", expr.args)
+
+    def _print_ITE(self, expr):
+        # IF, not AND/OR: Excel evaluates every argument of AND and OR, so a
+        # branch that divides by zero where it is not taken would spoil them.
+        return self._call("IF", expr.args)
 
     def _print_BooleanFunction(self, expr):
         # Xor, Implies, ...: Excel 2010 lacks XOR, so use AND/OR/NOT.

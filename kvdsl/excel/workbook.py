@@ -30,7 +30,7 @@ from ..graph import Key, Origin, Program
 from ..search import depends_on
 from ..symbolic import Expander
 from ..units import BYTES, TOKENS, Dim
-from .printer import RulePrinter, excel_formula, excel_text_literal
+from .printer import UNBOUNDED, RulePrinter, excel_formula, excel_text_literal
 
 SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines"}
 COLUMN_SETS = {"model": "all_models", "hardware": "all_hardware", "deployment": "all_deployments", "format": "all_formats",
@@ -41,6 +41,7 @@ WHAT_IF_CONTEXTS = [1024 * 2**i for i in range(0, 9)]  # 1K .. 256K
 GIB = 1024**3
 MAX_COLUMNS = 16_384  # Excel's last column, XFD
 MAX_NAME = 255  # Excel's longest defined name
+RESERVED_PREFIXES = ("_xlfn", "_xlnm", "_xlws")  # names Excel keeps for itself (compared ignoring case)
 
 _A1 = re.compile(r"^([A-Za-z]{1,3})(\d+)$")
 _R1C1 = re.compile(r"^[Rr]\d*([Cc]\d*)?$|^[Cc]\d*$")
@@ -111,7 +112,12 @@ class WorkbookWriter:
     # ---- names -------------------------------------------------------------
 
     def _check_names(self) -> None:
-        """Excel names ignore case: two blocks whose names differ only so cannot both be named."""
+        """Refuse names Excel would merge, reserve or cut, before anything is written.
+
+        Excel and LibreOffice compare defined names ignoring case, keep the
+        prefixes `_xlfn`, `_xlnm` and `_xlws` for themselves, and take at most
+        255 characters; every name the workbook defines is checked.
+        """
         seen: dict[str, str] = {}
         for info in self.blocks:
             name = excel_name(info.name).lower()
@@ -121,13 +127,36 @@ class WorkbookWriter:
                     f"(names ignore case, and `{excel_name(seen[name])}` is how a cell-like name is written): rename one",
                     info.block.name_span)
             seen[name] = info.name
-            longest = max(info.cells, key=len, default="")
-            if len(excel_name(f"{info.name}.{longest}")) > MAX_NAME:
-                raise ExportError(f"`{info.name}.{longest}` is longer than the {MAX_NAME} characters Excel allows in a name",
-                                  info.block.name_span)
+            if name.startswith(RESERVED_PREFIXES):
+                raise ExportError(f"a block may not be named `{info.name}` in a workbook: Excel keeps names that start "
+                                  f"with {', '.join(f'`{p}`' for p in RESERVED_PREFIXES)} for itself", info.block.name_span)
             if name in {c.lower() for c in COLUMN_SETS.values()} | {self.ids_name(k).lower() for k in COLUMN_SETS}:
                 raise ExportError(f"a block may not be named `{info.name}` in a workbook: the name is taken by a column",
                                   info.block.name_span)
+        owners: dict[str, tuple] = {}
+        for defined, span, what in self.defined_names():
+            if len(defined) > MAX_NAME:
+                raise ExportError(f"{what} is longer than the {MAX_NAME} characters Excel allows in a name "
+                                  f"(its name has {len(defined)})", span)
+            if defined.lower().startswith(RESERVED_PREFIXES):
+                raise ExportError(f"{what} would be named `{defined}`, a prefix Excel keeps for itself", span)
+            other = owners.setdefault(defined.lower(), (defined, span, what))
+            if other[2] != what:
+                raise ExportError(f"{other[2]} and {what} would share the defined name `{other[0]}` in Excel "
+                                  f"(names ignore case): rename one", span, hint=f"the other is at {other[1]}")
+
+    def defined_names(self):
+        """(name, span, description) of every name the workbook defines, cells first."""
+        columns: dict[str, dict] = {}
+        for info in self.blocks:
+            for cell in info.cells:
+                span = self.program.cells[(info.name, cell)].cell.name_span
+                yield self.cell_name((info.name, cell)), span, f"cell `{info.name}.{cell}`"
+                columns.setdefault(info.kind, {}).setdefault(cell, span)
+        for kind, cells in columns.items():
+            yield self.ids_name(kind), None, f"the list of {SHEETS[kind].lower()}"
+            for cell, span in cells.items():
+                yield self.column_name(kind, cell), span, f"column `{self.column_name(kind, cell)}`"
 
     @staticmethod
     def ids_name(kind: str) -> str:
@@ -251,6 +280,8 @@ class WorkbookWriter:
                 raise ExportError(exc.message, rc.cell.span, exc.hint) from None
             target.value = self.expanded_formula(expr, expander, {})
             self.formulas += 1
+            target.number_format = f'[>={UNBOUNDED}]"unbounded";' + _number_format(rc.dim)
+            return
         else:
             target.value = self.rule_formula(key)
             self.formulas += 1
@@ -427,6 +458,8 @@ class WorkbookWriter:
             ("Units: bytes, tokens, elements, seconds. 1 GiB = 1,073,741,824 bytes; a 32K context is 32,768 tokens.", False),
             ("Each formula's note gives the spec file and line it comes from, and the rule as written.", False),
             ("Names whose first part reads as a cell reference (h100, tp2, r, c) start with an underscore: _h100.memory.", False),
+            (f"A solved answer that nothing bounds (no memory limit on a pure state-space model's context) holds "
+             f"{UNBOUNDED} and reads \"unbounded\".", False),
             ("", False),
             ("Made from: " + ", ".join(self.sources), False),
         ]
