@@ -17,6 +17,8 @@ from fractions import Fraction
 
 from . import model as m
 from .errors import UsageError
+from .evaluate import text_of
+from .functions import FUNCTIONS
 from .graph import CellRef, Key, Program
 
 CHUNK = 65_536  # points per pass: every affected cell holds an array this long
@@ -206,7 +208,7 @@ def vector_value(expr, values: dict):
     """
     import numpy as np
 
-    if isinstance(expr, (m.Num, m.Bool)):
+    if isinstance(expr, (m.Num, m.Bool, m.Str)):
         return expr.value
     if isinstance(expr, CellRef):
         return _floats(values[expr.key]) if values[expr.key] is None else values[expr.key]
@@ -223,7 +225,10 @@ def vector_value(expr, values: dict):
     if isinstance(expr, m.Call):
         return _vector_call(expr.func, [vector_value(a, values) for a in expr.args])
     if isinstance(expr, m.Binary):
-        return _vector_binary(expr.op, vector_value(expr.left, values), vector_value(expr.right, values))
+        left, right = vector_value(expr.left, values), vector_value(expr.right, values)
+        if expr.op == "&":  # text: only where nothing it joins varies (sweeps report numbers)
+            return text_of(left) + text_of(right) if _scalar(left) and _scalar(right) else np.nan
+        return _vector_binary(expr.op, left, right)
     raise TypeError(f"cannot evaluate {expr!r}")
 
 
@@ -231,15 +236,11 @@ def _exact(*values) -> bool:
     return all(_scalar(v) and v is not None and not (isinstance(v, float) and math.isnan(v)) for v in values)
 
 
-_SCALAR_CALLS = {"min": min, "max": max, "abs": abs,
-                 "floor": lambda a: Fraction(math.floor(a)), "ceil": lambda a: Fraction(math.ceil(a))}
-
-
 def _vector_call(func: str, args: list):
     import numpy as np
 
     if _exact(*args):
-        return _SCALAR_CALLS[func](*args) if func in ("min", "max") else _SCALAR_CALLS[func](args[0])
+        return FUNCTIONS[func].exact(args)
     args = [_floats(a) for a in args]
     if func == "min":
         return functools.reduce(np.minimum, args)

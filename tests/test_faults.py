@@ -268,15 +268,15 @@ def _export_refused(tmp_path, text):
 
 
 def test_cells_differing_only_by_case_are_refused_at_the_cell(tmp_path):
-    r = _export_refused(tmp_path, MODEL_HEAD.format(name="m") + "    Memory2 = 5\n    memory2 = 7\n}\n")
-    assert LOCATION.search(r.stderr).group(2, 3) == ("4", "5")
+    r = _export_refused(tmp_path, MODEL_HEAD.format(name="m") + "    let Memory2 = 5\n    let memory2 = 7\n}\n")
+    assert LOCATION.search(r.stderr).group(2, 3) == ("4", "9")
     assert "`m.Memory2`" in r.stderr and "`m.memory2`" in r.stderr and "ignore case" in r.stderr
 
 
 def test_columns_differing_only_by_case_are_refused(tmp_path):
-    text = MODEL_HEAD.format(name="a") + "    Extra = 5\n}\n" + MODEL_HEAD.format(name="b") + "    extra = 5\n}\n"
+    text = MODEL_HEAD.format(name="a") + "    let Extra = 5\n}\n" + MODEL_HEAD.format(name="b") + "    let extra = 5\n}\n"
     r = _export_refused(tmp_path, text)
-    assert LOCATION.search(r.stderr).group(2, 3) == ("7", "5")
+    assert LOCATION.search(r.stderr).group(2, 3) == ("7", "9")
     assert "all_models.Extra" in r.stderr and "all_models.extra" in r.stderr
 
 
