@@ -7,7 +7,6 @@ until it is solved; cells that depend on it have none either.
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 from typing import Optional
 

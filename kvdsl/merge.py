@@ -75,7 +75,7 @@ class Merger:
         close = did_you_mean(name, [c for c in candidates if not c.startswith(m.REQUIRE + " ")])
         if local:
             return UnknownNameError(f"`{cell.name}` is not a cell of {owner}", cell.name_span,
-                                    hint=close or f"an engine's own cells are written in its `engine` block")
+                                    hint=close or "an engine's own cells are written in its `engine` block")
         hint = LET_HINT.format(name=cell.name)
         return UnknownNameError(f"`{cell.name}` is not a cell of {owner}", cell.name_span,
                                 hint=f"{close} Or: {hint}" if close else hint[0].upper() + hint[1:])

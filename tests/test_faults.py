@@ -11,9 +11,8 @@ import re
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from kvdsl.cli import main
+from cli_helpers import cli
 
 REPO = Path(__file__).resolve().parent.parent
 DEPLOYMENTS = REPO / "specs" / "deployments"
@@ -23,17 +22,6 @@ QWEN_SOLVED = str(DEPLOYMENTS / "qwen3_32b_h200_solved.kvspec")
 LLAMA = str(DEPLOYMENTS / "llama_3_1_70b_h100x4_fp8.kvspec")
 
 LOCATION = re.compile(r"^(\S+):(\d+):(\d+): error: ", re.M)
-
-
-def cli(*args, code=None):
-    """Run `kvdsl ARGS`; never a traceback or an internal error; check the exit status."""
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert "Traceback" not in result.output, result.output[-3000:]
-    assert "internal error" not in result.output, result.output[-3000:]
-    if code is not None:
-        assert result.exit_code == code, (result.exit_code, result.output[-3000:])
-    return result
 
 
 def write_bytes(tmp_path, data: bytes, name="spec.kvspec") -> Path:

@@ -17,9 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from kvdsl.cli import main
+from cli_helpers import cli
 
 REPO = Path(__file__).resolve().parent.parent
 SPECS = REPO / "specs"
@@ -34,17 +33,6 @@ LOCATION = re.compile(r"^(\S+):(\d+):(\d+): error: ", re.M)
 SMALL_MODEL = 'model m "M" { layers = 2; heads = 4; head_dim = 8; params = 1e9 }\n'
 HARDWARE = 'hardware h "H" { memory = 80 GiB; bandwidth = 1 TB/s }\n'
 ONE_MODEL = 'model a "A" {\n    layers = 1; heads = 1; head_dim = 1; params = 1\n'
-
-
-def cli(*args, code=None):
-    """Run `kvdsl ARGS`; never a traceback or an internal error; check the exit status."""
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    assert "Traceback" not in result.output, result.output[-3000:]
-    assert "internal error" not in result.output, result.output[-3000:]
-    if code is not None:
-        assert result.exit_code == code, (result.exit_code, result.output[-3000:])
-    return result
 
 
 def errors(result) -> int:

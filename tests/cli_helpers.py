@@ -1,0 +1,18 @@
+"""The in-process CLI runner the robustness tests share."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from kvdsl.cli import main
+
+
+def cli(*args, code=None):
+    """Run `kvdsl ARGS`; never a traceback or an internal error; check the exit status."""
+    result = CliRunner().invoke(main, [str(a) for a in args])
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output, result.output[-3000:]
+    assert "internal error" not in result.output, result.output[-3000:]
+    if code is not None:
+        assert result.exit_code == code, (result.exit_code, result.output[-3000:])
+    return result
