@@ -105,11 +105,13 @@ def _text(expr) -> str:
     return expr_text(expr, lambda ref: ref.text)
 
 
-def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[dict] = None) -> dict:
+def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[dict] = None,
+             unchecked: frozenset = frozenset()) -> dict:
     """Values of every cell: Fraction, bool, str (text and block references) or None.
 
     `known` holds values from an earlier pass without `solved`: a cell it has a
-    value for does not depend on any `?` cell, so that value stands.
+    value for does not depend on any `?` cell, so that value stands.  The
+    requirements in `unchecked` may be broken (they depend on a cell being solved for).
     """
     values: dict[Key, object] = {}
     errors: list[KvdslError] = []
@@ -135,17 +137,17 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
             except (OverflowError, ValueError) as exc:
                 errors.append(EvaluationError(f"cannot compute `{rc.name}`: {exc}", rc.span))
                 values[key] = None
-    failed = broken_requirements(program, values)
+    failed = broken_requirements(program, values, unchecked)
     raise_all(failed or errors)
     return values
 
 
-def broken_requirements(program: Program, values: dict) -> list:
-    """An error for each `require` condition that the values break."""
+def broken_requirements(program: Program, values: dict, unchecked: frozenset = frozenset()) -> list:
+    """An error for each `require` condition that the values break (but those in `unchecked`)."""
     errors = []
     for info in program.blocks.values():
         for name in info.requirements:
-            if values.get((info.name, name)) is False:
+            if values.get((info.name, name)) is False and (info.name, name) not in unchecked:
                 errors.append(_requirement_error(program, values, program.cells[(info.name, name)]))
     return errors
 
@@ -170,6 +172,39 @@ def _culprit(program: Program, refs: list):
     return user or (program.cells[refs[0]] if refs else None)
 
 
+def _why_false(program: Program, values: dict, key, depth: int = 0) -> list:
+    """Why a condition cell is false: the values compared by the false conjuncts of the cells it reads."""
+    from .explain import taken_branches
+
+    rc = program.cells[key]
+    if depth > 4 or rc.form != "rule" or values.get(key) is not False:
+        return []
+    return _false_parts(program, values, rc, taken_branches(rc.expr, values), depth)
+
+
+def _false_parts(program: Program, values: dict, rc, expr, depth: int) -> list:
+    from .display import format_value
+    from .graph import walk_refs
+
+    if isinstance(expr, CellRef):
+        return _why_false(program, values, expr.key, depth + 1)
+    if isinstance(expr, m.Binary) and expr.op == "and":
+        sides = [side for side in (expr.left, expr.right) if _holds(side, values) is False]
+        return [reason for side in sides for reason in _false_parts(program, values, rc, side, depth)]
+    if depth == 0:
+        return []
+    refs = list(dict.fromkeys(ref.key for ref in walk_refs(expr)))
+    shown = ", ".join(f"`{k[1]}` = {format_value(values.get(k), program.cells[k].dim)}" for k in refs)
+    return [f"`{rc.name}` is false ({shown})"]
+
+
+def _holds(expr, values: dict):
+    try:
+        return evaluate_expr(expr, values)
+    except Exception:  # a value that is not known
+        return None
+
+
 def _requirement_error(program: Program, values: dict, rc) -> EvaluationError:
     from .display import format_value
     from .graph import walk_refs
@@ -179,5 +214,7 @@ def _requirement_error(program: Program, values: dict, rc) -> EvaluationError:
     shown = ", ".join(f"`{k[1]}` = {format_value(values.get(k), program.cells[k].dim)}" for k in refs)
     condition = rc.cell.source.split(None, 1)[1] if " " in rc.cell.source else rc.cell.source
     where = f"{program.blocks[rc.block].kind} `{rc.block}`"
+    reasons = [reason for k in refs for reason in _why_false(program, values, k)]
+    shown += "".join(f"; {reason}" for reason in dict.fromkeys(reasons))
     return EvaluationError(f"{where} breaks `require {condition}`: {shown}", culprit.span,
                            hint=f"required at {rc.span.path}:{rc.span.line}")

@@ -166,6 +166,28 @@ def gallop(feasible, start: int, step_sign: int, want: bool) -> Optional[int]:
         step *= 2
 
 
+ALLOWED_STEPS = 1024
+
+
+def allowed_integer(program: Program, feasible: Feasibility, value: int, direction: str) -> Optional[int]:
+    """The integer nearest `value` that still fits and breaks no `require`, or None.
+
+    Some requirements hold only at some counts (an engine splits 32 heads over
+    1, 2, 4 or 8 GPUs, not 3): from the boundary, step the way that keeps
+    `fits` true until every requirement holds.
+    """
+    step = -1 if direction == "max" else 1
+    for n in range(value, value + step * ALLOWED_STEPS, step):
+        if n < 1:
+            return None
+        values = feasible.values(n)
+        if not values.get(feasible.constraint):
+            return None
+        if not broken_requirements(program, values):
+            return n
+    return None
+
+
 def _plain_conjunction(expr) -> bool:
     """True for comparisons `<`, `<=`, `>`, `>=` joined by `and` (what a search can trust)."""
     from . import model as m
@@ -195,6 +217,10 @@ def solve_numeric(program: Program, block: str, cell: str, base: dict) -> Option
             return None
         step = 1 if direction == "max" else -1
         verified = feasible(value) and (value + step < 1 or not feasible(value + step))
+        allowed = allowed_integer(program, feasible, value, direction)
+        if allowed is None:
+            return None
+        value = allowed
     else:
         value, direction = real_search(feasible)
         if value is None:

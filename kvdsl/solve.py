@@ -23,7 +23,7 @@ from .display import format_value, gib_text
 from .errors import SolveError, UsageError
 from .evaluate import evaluate
 from .graph import Key, Program
-from .search import SEARCH_LIMIT, Feasibility, depends_on, find_key, integer_quantity, integer_search, real_search
+from .search import SEARCH_LIMIT, Feasibility, allowed_integer, depends_on, find_key, integer_quantity, integer_search, real_search
 from .symbolic import Expander, to_rational
 from .units import Dim
 
@@ -146,10 +146,12 @@ def _number(value) -> Optional[float]:
     return number.real
 
 
-def solve(program: Program, block: str, cell: str, symbolic=(), others: bool = True) -> Solution:
+def solve(program: Program, block: str, cell: str, symbolic=(), others: bool = True,
+          unchecked: frozenset = frozenset()) -> Solution:
     """Solve `block`'s `fits` for `cell`, every other cell given.
 
     `?` cells of other blocks are solved first (`others`), each on its own.
+    Requirements in `unchecked` are not checked on the spec's values.
     """
     target = find_key(program, block, cell)
     if target[0] != block:
@@ -166,11 +168,13 @@ def solve(program: Program, block: str, cell: str, symbolic=(), others: bool = T
         raise UsageError(f"block `{block}` also has `{other[0]} = ?`: give it a value to solve for `{cell}`",
                          hint=f"e.g. --set {other[0]}=...")
     keep = {find_key(program, block, name) for name in symbolic}
-    base = evaluate(program, _other_unknowns(program, target) if others else {})
+    affected = depends_on(program, target)
+    # the spec's own value of the cell solved for may break a requirement that the answer keeps
+    unchecked = unchecked | frozenset(k for k in affected if program.cells[k].form == "require")
+    base = evaluate(program, _other_unknowns(program, target, unchecked) if others else {}, unchecked=unchecked)
     unit = rc.dim.unit() if isinstance(rc.dim, Dim) else None
     solution = Solution(block, cell, unit, rc.dim)
     feasible = Feasibility(program, base, target, (block, CONSTRAINT))
-    affected = depends_on(program, target)
     if (block, CONSTRAINT) not in affected or target == (block, CONSTRAINT):
         solution.message = f"`{CONSTRAINT}` does not depend on `{cell}`"
         return solution
@@ -210,12 +214,12 @@ def _check_monotone_form(constraint, x, block: str, cell: str) -> None:
                 f"made of <, <=, >, >= joined by `and`")
 
 
-def _other_unknowns(program: Program, target: Key) -> dict:
+def _other_unknowns(program: Program, target: Key, unchecked: frozenset) -> dict:
     """Values for the `?` cells of other blocks, solved each against its own block."""
     solved = {}
     for key, rc in program.cells.items():
         if rc.form == "unknown" and key[0] != target[0] and not program.blocks[key[0]].prelude:
-            answer = solve(program, key[0], key[1], others=False)
+            answer = solve(program, key[0], key[1], others=False, unchecked=unchecked)
             if answer.value is not None:
                 solved[key] = Fraction(answer.value)
     return solved
@@ -229,6 +233,11 @@ def _check_requirements(program: Program, solution: Solution, feasible, target: 
         return
     values = feasible.values(solution.value)
     broken = broken_requirements(program, values)
+    if broken and isinstance(solution.value, int) and solution.value != SEARCH_LIMIT:
+        allowed = allowed_integer(program, feasible, solution.value, solution.direction)
+        if allowed is not None:
+            solution.value = allowed
+            return
     if broken:
         value = format_value(solution.value, solution.dim)
         solution.message = f"the answer {value} breaks a requirement: {broken[0].message}"

@@ -1,0 +1,75 @@
+"""The tensor-parallel sizes each engine accepts (issue: engines' own limits).
+
+vLLM, SGLang and TensorRT-LLM split the attention heads evenly over a
+tensor-parallel group and the KV heads evenly or by whole replicas
+(kvdsl/prelude/engines.kvspec `runs_tensor_parallel`).  A deployment that
+breaks its engine's limit is an error that names the rule; `solve --for gpus`
+answers only sizes the chosen engine runs; the ideal accounting takes any.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cli_helpers import cli
+
+SPEC = Path(__file__).parent / "specs" / "tp_limits.kvspec"
+# 32 heads, 8 KV heads: a size divides 32 and either divides 8 or is a multiple of it
+RUNS_32_HEADS = {1, 2, 4, 8, 16, 32}
+BATCHES = range(1, 41, 3)
+
+
+def solved_gpus(engine: str, batch: int) -> int | None:
+    result = cli("solve", SPEC, "--for", "gpus", "--set", f"engine={engine}", "--set", f"batch={batch}", "--json", code=0)
+    return json.loads(result.output)["value"]
+
+
+@pytest.fixture(scope="module")
+def answers():
+    return {(engine, batch): solved_gpus(engine, batch) for engine in ("ideal", "vllm") for batch in BATCHES}
+
+
+def test_the_ideal_accounting_answers_sizes_engines_refuse(answers):
+    ideal = {answers[("ideal", b)] for b in BATCHES}
+    assert ideal & {3, 5, 6, 7}, ideal
+
+
+def test_vllm_never_answers_3_5_6_or_7(answers):
+    for batch in BATCHES:
+        ideal, vllm = answers[("ideal", batch)], answers[("vllm", batch)]
+        assert vllm in RUNS_32_HEADS, (batch, vllm)
+        # the smallest size vLLM runs at or above the ideal answer
+        assert vllm == min(n for n in RUNS_32_HEADS if n >= ideal), (batch, ideal, vllm)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "trtllm"])
+def test_other_engines_with_the_same_limit(engine):
+    assert solved_gpus(engine, 4) in RUNS_32_HEADS
+
+
+@pytest.mark.parametrize("engine, gpus, runs", [
+    ("vllm", 3, False), ("vllm", 6, False), ("vllm", 12, False), ("vllm", 16, True),
+    ("sglang", 5, False), ("trtllm", 7, False), ("vllm", 4, True),
+    ("ideal", 3, True), ("llamacpp", 3, True),
+])
+def test_a_size_the_engine_refuses_is_an_error_naming_the_rule(engine, gpus, runs):
+    result = cli("eval", SPEC, "--set", f"engine={engine}", "--set", f"gpus={gpus}", code=0 if runs else 2)
+    if not runs:
+        assert "breaks `require engine_runs_tensor_parallel`" in result.output
+        assert f"`{engine}.heads_split_evenly` is false (`heads` = 32, `tensor_parallel` = {gpus})" in result.output
+        assert "engines.kvspec" in result.output
+
+
+@pytest.mark.parametrize("gpus, runs", [(16, True), (32, True), (6, False)])
+def test_mla_keeps_one_latent_at_any_size_that_splits_the_heads(gpus, runs):
+    """DeepSeek-V3: 128 heads and 128 `kv_heads` in its config, but one latent replicated on every GPU."""
+    spec = Path(__file__).parents[1] / "specs" / "deployments" / "deepseek_v3_h200x8.kvspec"
+    result = cli("eval", spec, "--json", "--set", "engine=vllm", "--set", f"gpus={gpus}", code=0 if runs else 2)
+    if runs:
+        cells = json.loads(result.output)["blocks"]["deepseek_v3_h200x8"]["cells"]
+        assert cells["engine_runs_tensor_parallel"]["value"] is True
+    else:
+        assert "`vllm.heads_split_evenly` is false (`heads` = 128, `tensor_parallel` = 6)" in result.output
