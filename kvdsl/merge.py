@@ -233,6 +233,7 @@ class Merger:
                     if window is not None and window.value != arg.value:
                         self.errors.append(DimensionError("every layer of a pattern must have the same window", arg.span))
                     window = arg
+            shape = self._kind_shape(cell.layers)
             derived = {f"{kind}_layers": count for kind, count in counts.items()}
             derived.setdefault("layers", len(cell.layers))
             for name, count in derived.items():
@@ -240,6 +241,8 @@ class Merger:
             if window is not None:
                 wnum = window if not window.bare else dataclasses.replace(window, dim=TOKENS, bare=False)
                 out["window"] = dataclasses.replace(cell, name="window", form="rule", expr=wnum, layers=())
+            for name, value in shape.items():
+                out[name] = dataclasses.replace(cell, name=name, form="rule", expr=value, layers=())
         for name, cell in list(out.items()):
             explicit = cells.get(name)
             if explicit is None:
@@ -256,6 +259,35 @@ class Merger:
                 self.errors.append(DuplicateError(f"`{name}` is set both by the layer pattern and explicitly", explicit.name_span, hint=f"the pattern is at {cell.span}"))
         return out
 
+    def _kind_shape(self, layers) -> dict:
+        """`sliding(1024, kv_heads = 16, head_dim = 256)` -> sliding_kv_heads, sliding_k_head_dim, sliding_v_head_dim."""
+        shapes: dict[str, dict] = {}
+        for layer in layers:
+            if layer.shape and layer.kind != "sliding":
+                self.errors.append(DimensionError(
+                    f"only `sliding` layers take a shape of their own; `{layer.kind}` layers have the model's "
+                    f"(`kv_heads`, `head_dim`, ...)", layer.shape[0].span))
+                continue
+            if layer.kind != "sliding":
+                continue
+            shape = {}
+            for setting in layer.shape:
+                if setting.name not in SHAPE_SETTINGS:
+                    self.errors.append(UnknownNameError(
+                        f"a layer's shape has no `{setting.name}`", setting.span,
+                        hint=did_you_mean(setting.name, SHAPE_SETTINGS) or "shape settings: " + ", ".join(SHAPE_SETTINGS)))
+                    continue
+                if not setting.value.bare or setting.value.value < 0 or setting.value.value.denominator != 1:
+                    self.errors.append(DimensionError(f"`{setting.name}` is a whole number, not `{setting.value}`", setting.value.span))
+                    continue
+                for cell in SHAPE_SETTINGS[setting.name]:
+                    shape[f"{layer.kind}_{cell}"] = setting.value
+            key = tuple(sorted((n, v.value) for n, v in shape.items()))
+            previous = shapes.setdefault(layer.kind, {"key": key, "shape": shape})
+            if previous["key"] != key:
+                self.errors.append(DimensionError(f"every `{layer.kind}` layer of a pattern must have the same shape", layer.span))
+        return {name: value for entry in shapes.values() for name, value in entry["shape"].items()}
+
     @staticmethod
     def _classify(block: str, name: str, cell: m.Cell, origin: Origin, shadowed: tuple) -> ResolvedCell:
         form = Form(cell.form) if cell.form != "rule" else Form.RULE
@@ -264,6 +296,15 @@ class Merger:
             rc.form = Form.INPUT
             rc.expr = cell.expr
         return rc
+
+
+# the shape a layer kind may carry, and the cells each setting sets (prefixed by the kind)
+SHAPE_SETTINGS = {
+    "kv_heads": ("kv_heads",),
+    "head_dim": ("k_head_dim", "v_head_dim"),
+    "k_head_dim": ("k_head_dim",),
+    "v_head_dim": ("v_head_dim",),
+}
 
 
 def _is_scoped(name: str) -> bool:

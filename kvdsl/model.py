@@ -122,12 +122,22 @@ Expr = Union[Num, Bool, Str, Name, Unary, Binary, Call, If]
 
 
 @dataclass(frozen=True)
+class KindSetting:
+    """`kv_heads = 16` inside a layer kind: the shape of that kind's layers."""
+
+    name: str
+    value: Num
+    span: Span
+
+
+@dataclass(frozen=True)
 class LayerKind:
-    """One layer of a pattern: `full`, `sliding(128)`."""
+    """One layer of a pattern: `full`, `sliding(128)`, `sliding(1024, kv_heads = 16, head_dim = 256)`."""
 
     kind: str
     argument: Optional[Num]
     span: Span
+    shape: tuple = ()  # KindSetting
 
 
 @dataclass(frozen=True)

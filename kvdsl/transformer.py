@@ -220,8 +220,16 @@ class SpecTransformer(Transformer):
 
     @v_args(meta=True)
     def layer_kind(self, meta, children):
-        argument = children[1] if len(children) > 1 else None
-        return m.LayerKind(str(children[0]), argument, self._span(meta))
+        arguments = [c for c in children[1:] if not isinstance(c, m.KindSetting)]
+        shape = tuple(c for c in children[1:] if isinstance(c, m.KindSetting))
+        if len(arguments) > 1:
+            raise InvalidValueError("a layer kind takes one plain argument (the window); name the others, as in "
+                                    "`sliding(1024, kv_heads = 16)`", arguments[1].span)
+        return m.LayerKind(str(children[0]), arguments[0] if arguments else None, self._span(meta), shape)
+
+    @v_args(meta=True)
+    def kind_setting(self, meta, children):
+        return m.KindSetting(str(children[0]), children[1], self._span(meta))
 
     # -- expressions --
 
