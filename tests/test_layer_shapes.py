@@ -97,3 +97,12 @@ def test_a_shape_set_twice_is_an_error(tmp_path):
     with pytest.raises(KvdslError) as caught:
         values(tmp_path, extra="sliding_kv_heads = 8")
     assert "`sliding_kv_heads` is set both by the layer pattern and explicitly" in str(flatten(caught.value)[0].message)
+
+
+def test_the_catalogs_gemma_4_31b():
+    program, vals = evaluate_paths([str(CATALOG.parent / "models" / "gemma_4_31b.kvspec")])
+    model = {k[1]: v for k, v in vals.items() if k[0] == "gemma_4_31b"}
+    assert model["kv_bytes_per_token"] == 800 * KIB + 80 * KIB
+    assert model["scheme"] == "GQA 10 full + 50 sliding(1024)"
+    # multi-head attention at each layer's head size: 2 x 32 x (10 x 512 + 50 x 256) elements
+    assert model["mha_elements_per_token"] == 2 * 32 * (10 * 512 + 50 * 256)
