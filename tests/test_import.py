@@ -310,7 +310,10 @@ deployment d "Qwen3.5-0.8B" {{
     assert base["mamba_cache_mode"] == "none" and base["vllm.state_pages"] == 1
     # "align" keeps two pages a request, each draft token one more (MambaSpec.max_memory_usage_bytes)
     assert block_values(spec, "d", 'd.mamba_cache_mode="align"')["vllm.state_pages"] == 2
-    assert block_values(spec, "d", 'd.mamba_cache_mode="align"', "d.num_speculative_tokens=3")["vllm.state_pages"] == 5
+    drafts = block_values(spec, "d", 'd.mamba_cache_mode="align"', "d.num_speculative_tokens=3")
+    assert drafts["vllm.state_pages"] == 5
+    # and the conv state keeps 3 more inputs: (4 - 1 + 3) x 6144 x 2 B beside the float32 recurrent state
+    assert drafts["vllm.state_bytes"] == 6 * 6144 * 2 + 16 * 128 * 128 * 4
     assert block_values(spec, "d", "d.num_speculative_blocks=2")["vllm.state_pages"] == 3
     # "all" (Mamba-2 models; vLLM refuses it for Qwen3.5) keeps a state per block, and the block is a
     # multiple of the scan's chunk: Nemotron-3-Nano-4B's 2,024,448-byte state is cdiv(2024448, 2048) = 989
