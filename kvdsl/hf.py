@@ -504,6 +504,9 @@ def mamba2_state(config: Config, hidden: int, out: ImportedModel) -> StateSpace:
     out.add("ssm_state_size", state, config.cite(config.first("ssm_state_size", "state_size") or "state_size"))
     out.add("ssm_conv_kernel", kernel, config.cite("conv_kernel"))
     out.add("ssm_conv_channels", inner + 2 * groups * state, f"ssm_inner + 2 x n_groups {groups} x state size (B and C)")
+    chunk_key = config.first("mamba_chunk_size", "chunk_size")
+    if chunk_key is not None:
+        out.add("ssm_chunk_size", config.integer(chunk_key), config.cite(chunk_key))
     return StateSpace("mamba2", inner, state, kernel, heads=heads, groups=groups, conv_bias=config.flag("use_conv_bias", True),
                       proj_bias=config.flag("use_bias", False))
 

@@ -223,8 +223,9 @@ def test_nemotron_h_pattern(tmp_path):
     # vLLM keeps Nemotron-H's SSM state in float32 unless the config's mamba_ssm_cache_dtype says otherwise
     assert v[(m, "ssm_state_dtype")] == "fp32" and v[(m, "conv_state_dtype")] == "fp16"
     assert v[(m, "state_bytes_per_layer")] == 32 * 64 * 128 * 4 + (2048 + 2 * 8 * 128) * 3 * 2
-    half = import_config(str(write_config(tmp_path, {**config, "mamba_ssm_cache_dtype": "float16"}, "nvidia__Nemotron-H-Half.json")))
-    assert half.value("ssm_state_dtype") == "fp16"
+    half = import_config(str(write_config(tmp_path, {**config, "mamba_ssm_cache_dtype": "float16", "chunk_size": 128},
+                                          "nvidia__Nemotron-H-Half.json")))
+    assert half.value("ssm_state_dtype") == "fp16" and half.value("ssm_chunk_size") == "128"
     odd = import_config(str(write_config(tmp_path, {**config, "mamba_ssm_cache_dtype": "float8"}, "nvidia__Nemotron-H-Odd.json")))
     assert odd.value("ssm_state_dtype") is None
     assert any("`mamba_ssm_cache_dtype` `float8` is not a dtype kvdsl knows" in a.message for a in odd.assumptions)
