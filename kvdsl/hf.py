@@ -504,6 +504,9 @@ def mamba2_state(config: Config, hidden: int, out: ImportedModel) -> StateSpace:
     out.add("ssm_state_size", state, config.cite(config.first("ssm_state_size", "state_size") or "state_size"))
     out.add("ssm_conv_kernel", kernel, config.cite("conv_kernel"))
     out.add("ssm_conv_channels", inner + 2 * groups * state, f"ssm_inner + 2 x n_groups {groups} x state size (B and C)")
+    chunk_key = config.first("mamba_chunk_size", "chunk_size")
+    if chunk_key is not None:
+        out.add("ssm_chunk_size", config.integer(chunk_key), config.cite(chunk_key))
     return StateSpace("mamba2", inner, state, kernel, heads=heads, groups=groups, conv_bias=config.flag("use_conv_bias", True),
                       proj_bias=config.flag("use_bias", False))
 
@@ -605,6 +608,8 @@ class Family:
     gated_query: bool = False
     # state-space (and linear-attention) layers
     state_space: Callable[[Config, int, "ImportedModel"], StateSpace] = mamba_state
+    ssm_dtype_keys: tuple = ()    # config keys naming the recurrent state's dtype (mamba_ssm_dtype)
+    ssm_dtype_default: Optional[tuple[str, str]] = None   # (dtype, why) when none of them is set
     # MLPs
     mlp_layers: str = "all"       # which layers have an MLP: "all", "none", or "own" (the layers of kind `mlp`)
     dense_mlp: Callable[[Config, int, bool, "ImportedModel"], Mlp] = dense_mlp_from_keys
@@ -625,6 +630,7 @@ GEMMA3_TEXT_DEFAULTS = (
 )
 JAMBA_DEFAULTS = (("attn_layer_period", 8), ("attn_layer_offset", 4), ("expert_layer_period", 2), ("expert_layer_offset", 1),
                   ("mamba_d_state", 16), ("mamba_d_conv", 4), ("mamba_expand", 2))
+QWEN3_NEXT_DEFAULTS = (("full_attention_interval", 4), ("linear_conv_kernel_dim", 4))
 DEEPSEEK = dict(mla=True, moe_layer=after_first_dense)
 QWEN_MOE = dict(moe_layer=every_sparse_step)
 
@@ -636,9 +642,14 @@ FAMILIES = {
     "qwen2_moe": Family("Qwen2-MoE", layer_kinds=qwen_windows, qkv_bias=True, shared_gate=True, **QWEN_MOE),
     "qwen3": Family("Qwen3", layer_kinds=qwen_windows, qk_norm=True),
     "qwen3_moe": Family("Qwen3-MoE", layer_kinds=qwen_windows, qk_norm=True, **QWEN_MOE),
-    "qwen3_next": Family("Qwen3-Next", defaults=(("full_attention_interval", 4), ("linear_conv_kernel_dim", 4)),
-                         layer_kinds=qwen3_next_layers, qk_norm=True, gated_query=True, state_space=gated_deltanet_state,
+    "qwen3_next": Family("Qwen3-Next", defaults=QWEN3_NEXT_DEFAULTS, layer_kinds=qwen3_next_layers, qk_norm=True,
+                         gated_query=True, state_space=gated_deltanet_state, ssm_dtype_keys=("mamba_ssm_dtype",),
                          shared_gate=True, **QWEN_MOE),
+    "qwen3_5_text": Family("Qwen3.5", defaults=QWEN3_NEXT_DEFAULTS, layer_kinds=qwen3_next_layers, qk_norm=True,
+                           gated_query=True, state_space=gated_deltanet_state, ssm_dtype_keys=("mamba_ssm_dtype",)),
+    "qwen3_5_moe_text": Family("Qwen3.5-MoE", defaults=QWEN3_NEXT_DEFAULTS, layer_kinds=qwen3_next_layers, qk_norm=True,
+                               gated_query=True, state_space=gated_deltanet_state, ssm_dtype_keys=("mamba_ssm_dtype",),
+                               shared_gate=True, **QWEN_MOE),
     "glm4_moe": Family("GLM-4.5", o_bias=False, moe_layer=after_first_dense, router_bias=True),
     "deepseek_v2": Family("DeepSeek-V2", **DEEPSEEK),
     "deepseek_v3": Family("DeepSeek-V3", **DEEPSEEK),
@@ -654,7 +665,10 @@ FAMILIES = {
     "jamba": Family("Jamba", defaults=JAMBA_DEFAULTS, layer_kinds=jamba_layers, state_space=jamba_state,
                     moe_layer=jamba_experts, expert_size_key="intermediate_size"),
     "nemotron_h": Family("Nemotron-H", defaults=(("n_groups", 8), ("conv_kernel", 4)), layer_kinds=nemotron_layers, norms=1,
-                         state_space=mamba2_state, mlp_layers="own", gated_mlp=False, moe_layer=nemotron_experts),
+                         state_space=mamba2_state, mlp_layers="own", gated_mlp=False, moe_layer=nemotron_experts,
+                         ssm_dtype_keys=("mamba_ssm_cache_dtype", "mamba_ssm_dtype"),
+                         ssm_dtype_default=("fp32", "vLLM keeps Nemotron-H's SSM state in float32 when the config does not say "
+                                                    "(NemotronHForCausalLMConfig)")),
     "phi3": Family("Phi-3"),
     "falcon": Family("Falcon", tied=True, kv_heads=falcon_kv_heads, norms=falcon_norms, norm_bias=True, dense_mlp=falcon_mlp),
 }
@@ -668,8 +682,11 @@ ARCHITECTURES = {  # configs without model_type still name their class
     "Gemma3ForConditionalGeneration": "gemma3_text", "MambaForCausalLM": "mamba", "Mamba2ForCausalLM": "mamba2",
     "JambaForCausalLM": "jamba", "NemotronHForCausalLM": "nemotron_h", "Phi3ForCausalLM": "phi3",
     "FalconForCausalLM": "falcon", "RWForCausalLM": "falcon",
+    "Qwen3_5ForConditionalGeneration": "qwen3_5_text", "Qwen3_5ForCausalLM": "qwen3_5_text",
+    "Qwen3_5MoeForConditionalGeneration": "qwen3_5_moe_text", "Qwen3_5MoeForCausalLM": "qwen3_5_moe_text",
 }
-TEXT_MODEL_TYPES = {"gemma3": "gemma3_text"}   # a multimodal model_type -> its language model's, under text_config
+# a model_type whose language model is another family's (a multimodal one's, under text_config)
+TEXT_MODEL_TYPES = {"gemma3": "gemma3_text", "qwen3_5": "qwen3_5_text", "qwen3_5_moe": "qwen3_5_moe_text"}
 
 
 # ---------------------------------------------------------------- import
@@ -722,9 +739,10 @@ def _import(root: Config, findings: Findings, name: Optional[str], title: Option
     out = ImportedModel(name or block_name(title), title, f"{repo} config.json ({Path(root.path).name})", label)
     if nested:
         out.notes.append("The language model is read from `text_config`; the vision encoder is not counted in `params`.")
-    mtp = root.data.get("num_nextn_predict_layers")
+    mtp_key, mtp = next(((k, c.data[k]) for k in ("num_nextn_predict_layers", "mtp_num_hidden_layers") for c in (root, config)
+                         if k in c.data), (None, None))
     if isinstance(mtp, int) and not isinstance(mtp, bool) and mtp > 0:
-        out.notes.append(f"The {mtp} multi-token-prediction layer(s) (num_nextn_predict_layers) are not counted: "
+        out.notes.append(f"The {mtp} multi-token-prediction layer(s) ({mtp_key}) are not counted: "
                          "serving loads them only for speculative decoding.")
     if known is None:
         what = f"model_type `{model_type}` is not one kvdsl knows" if model_type else "no `model_type` or known `architectures`"
@@ -881,6 +899,8 @@ def _facts(config: Config, family: Family, layers: int, hidden: int, kinds: list
         out.add("kv_heads", 0)
         out.add("head_dim", 0)
     ssm = family.state_space(config, hidden, out) if counts["ssm"] else None
+    if ssm is not None:
+        _ssm_state_dtype(config, family, out)
     context = config.integer("max_position_embeddings", "n_positions", "max_sequence_length", required=False)
     if context is not None:
         out.add("context_limit", context, config.cite("max_position_embeddings"))
@@ -896,6 +916,22 @@ def _facts(config: Config, family: Family, layers: int, hidden: int, kinds: list
     norms = family.norms(config) if callable(family.norms) else family.norms
     mixers = {"full": attention, "sliding": attention, "ssm": ssm, "mlp": None}
     return [Layer(mixers[kind], mlp, norms) for kind, mlp in zip(kinds, mlps)]
+
+
+def _ssm_state_dtype(config: Config, family: Family, out: ImportedModel) -> None:
+    """`ssm_state_dtype`: the recurrent state's dtype when the config (or the family's serving default) names one."""
+    key = config.first(*family.ssm_dtype_keys) if family.ssm_dtype_keys else None
+    if key is not None:
+        name = config.string(key)
+        dtype = DTYPES.get(name)
+        if dtype is None:
+            config.findings.assume(f"`{config.name(key)}` `{name}` is not a dtype kvdsl knows: the state stays in the model's dtype",
+                                   config.span(key))
+            return
+        out.add("ssm_state_dtype", dtype, config.cite(key))
+    elif family.ssm_dtype_default is not None:
+        dtype, why = family.ssm_dtype_default
+        out.add("ssm_state_dtype", dtype, why)
 
 
 def _kinds_comment(counts: dict, window: Optional[int]) -> str:

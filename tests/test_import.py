@@ -220,6 +220,15 @@ def test_nemotron_h_pattern(tmp_path):
     # Mamba-2 state: 32 heads x 64 x 128 plus (kernel - 1) inputs of 2048 + 2 x 8 x 128 conv channels
     assert v[(m, "ssm_state_elements")] == 32 * 64 * 128 + (2048 + 2 * 8 * 128) * 3
     assert v[(m, "kv_elements_per_token")] == 3 * 2 * 2 * 128
+    # vLLM keeps Nemotron-H's SSM state in float32 unless the config's mamba_ssm_cache_dtype says otherwise
+    assert v[(m, "ssm_state_dtype")] == "fp32" and v[(m, "conv_state_dtype")] == "fp16"
+    assert v[(m, "state_bytes_per_layer")] == 32 * 64 * 128 * 4 + (2048 + 2 * 8 * 128) * 3 * 2
+    half = import_config(str(write_config(tmp_path, {**config, "mamba_ssm_cache_dtype": "float16", "chunk_size": 128},
+                                          "nvidia__Nemotron-H-Half.json")))
+    assert half.value("ssm_state_dtype") == "fp16" and half.value("ssm_chunk_size") == "128"
+    odd = import_config(str(write_config(tmp_path, {**config, "mamba_ssm_cache_dtype": "float8"}, "nvidia__Nemotron-H-Odd.json")))
+    assert odd.value("ssm_state_dtype") is None
+    assert any("`mamba_ssm_cache_dtype` `float8` is not a dtype kvdsl knows" in a.message for a in odd.assumptions)
 
 
 def test_falcon_multi_query_and_new_architecture():
@@ -236,6 +245,86 @@ def test_qwen3_next_linear_attention(tmp_path):
     # gated delta net: 32 value heads x 128 x 128 state, conv over 2 x 16 x 128 + 4096 channels, kernel 4
     assert v[(m, "ssm_state_elements")] == 32 * 128 * 128 + (2 * 16 * 128 + 32 * 128) * 3
     assert v[(m, "kv_elements_per_layer")] == 2 * 2 * 256
+
+
+def test_qwen3_5_text_config_and_state_dtypes(tmp_path):
+    """Qwen3.5-0.8B (the Hub's config.json): gated delta-net layers with a float32 recurrent state, under text_config."""
+    path = FAMILIES / "Qwen__Qwen3.5-0.8B.json"
+    text = json.loads(path.read_text())["text_config"]
+    imported = import_config(str(path))
+    assert imported.family == "Qwen3.5" and imported.value("ssm_state_dtype") == "fp32"
+    spec = tmp_path / "qwen3_5.kvspec"
+    spec.write_text(imported.render() + f"""
+import "{(ROOT / 'specs' / 'hardware' / 'h200.kvspec').as_posix()}"
+deployment qwen3_5_h200 "Qwen3.5-0.8B on one H200" {{
+    model = qwen3_5_0_8b
+    hardware = h200
+    engine = vllm
+    context = 32768
+}}
+deployment qwen3_5_h200_bf16_state "the same with --mamba-ssm-cache-dtype bfloat16" extends qwen3_5_h200 {{
+    mamba_ssm_cache_dtype = bf16
+}}
+""")
+    model = block_values(spec, "qwen3_5_0_8b")
+    kinds = text["layer_types"]
+    assert model["full_layers"] == kinds.count("full_attention") == 6
+    assert model["ssm_layers"] == kinds.count("linear_attention") == 18
+    assert (model["heads"], model["kv_heads"], model["head_dim"]) == (text["num_attention_heads"], text["num_key_value_heads"], text["head_dim"])
+    assert model["ssm_recurrent_elements"] == text["linear_num_value_heads"] * text["linear_value_head_dim"] * text["linear_key_head_dim"]
+    conv_dim = 2 * text["linear_num_key_heads"] * text["linear_key_head_dim"] + text["linear_num_value_heads"] * text["linear_value_head_dim"]
+    assert model["ssm_conv_elements"] == conv_dim * (text["linear_conv_kernel_dim"] - 1)
+    # the conv state in the model's dtype (2 bytes), the recurrent state in mamba_ssm_dtype float32 (4 bytes)
+    assert model["state_bytes_per_layer"] == model["ssm_conv_elements"] * 2 + model["ssm_recurrent_elements"] * 4
+    # vLLM (layers/mamba/mamba_utils.py gated_delta_net_state_shape, TP 1):
+    #   conv state (kernel 4 - 1, 2 x 16 x 128 + 16 x 128 = 6144) bfloat16: 3 x 6144 x 2     =    36,864 B
+    #   temporal state (16 value heads, 128, 128) float32:               16 x 128 x 128 x 4 = 1,048,576 B
+    #   MambaSpec.page_size_bytes                                                              1,085,440 B
+    # one token of one attention layer: 2 KV heads x (256 + 256) x 2 B = 2,048 B, so the
+    # attention block is 16 x cdiv(1085440, 16 x 2048) = 16 x 34 = 544 tokens, a page of
+    # 544 x 2048 = 1,114,112 B, and the Mamba page is padded by 2.64%
+    v = block_values(spec, "qwen3_5_h200")
+    assert v["vllm.state_bytes"] == 3 * 6144 * 2 + 16 * 128 * 128 * 4 == 1085440
+    assert v["vllm.bytes_per_token_per_layer"] == 2048
+    assert v["vllm.block_size"] == 544 and v["vllm.page_bytes"] == 544 * 2048
+    assert f"{float((v['vllm.page_bytes'] - v['vllm.state_bytes']) / v['vllm.state_bytes'] * 100):.2f}" == "2.64"
+    # 6 full and 18 delta-net layers: groups of 6, one full-attention group and 3 state groups;
+    # a request of 32768 tokens takes cdiv(32768, 544) = 61 pages of the full group and one of each state group
+    assert (v["vllm.groups"], v["vllm.group_size"], v["vllm.pages_per_request"]) == (4, 6, 61 + 3)
+    # with the recurrent state in bfloat16 the state halves and the block with it: 16 x cdiv(561152, 32768) = 288
+    half = block_values(spec, "qwen3_5_h200_bf16_state")
+    assert half["vllm.state_bytes"] == 3 * 6144 * 2 + 16 * 128 * 128 * 2 and half["vllm.block_size"] == 288
+
+
+def test_mamba_cache_modes_change_the_state_pages(tmp_path):
+    spec = tmp_path / "modes.kvspec"
+    spec.write_text(import_config(str(FAMILIES / "Qwen__Qwen3.5-0.8B.json")).render() + f"""
+import "{(ROOT / 'specs' / 'hardware' / 'h200.kvspec').as_posix()}"
+deployment d "Qwen3.5-0.8B" {{
+    model = qwen3_5_0_8b
+    hardware = h200
+    engine = vllm
+    context = 32768
+}}
+""")
+    base = block_values(spec, "d")
+    assert base["mamba_cache_mode"] == "none" and base["vllm.state_pages"] == 1
+    # "align" keeps two pages a request, each draft token one more (MambaSpec.max_memory_usage_bytes)
+    assert block_values(spec, "d", 'd.mamba_cache_mode="align"')["vllm.state_pages"] == 2
+    drafts = block_values(spec, "d", 'd.mamba_cache_mode="align"', "d.num_speculative_tokens=3")
+    assert drafts["vllm.state_pages"] == 5
+    # and the conv state keeps 3 more inputs: (4 - 1 + 3) x 6144 x 2 B beside the float32 recurrent state
+    assert drafts["vllm.state_bytes"] == 6 * 6144 * 2 + 16 * 128 * 128 * 4
+    assert block_values(spec, "d", "d.num_speculative_blocks=2")["vllm.state_pages"] == 3
+    # "all" (Mamba-2 models; vLLM refuses it for Qwen3.5) keeps a state per block, and the block is a
+    # multiple of the scan's chunk: Nemotron-3-Nano-4B's 2,024,448-byte state is cdiv(2024448, 2048) = 989
+    # tokens of fp8 attention, 256 x cdiv(989, 256) = 1024, and 8192 tokens take 8 state pages
+    nemotron = ROOT / "specs" / "engine_logs" / "v25_nemotron_3_nano_4b_gb10.kvspec"
+    every = block_values(nemotron, "v25_nemotron_3_nano_4b_gb10", 'v25_nemotron_3_nano_4b_gb10.mamba_cache_mode="all"')
+    assert every["vllm.block_size"] == 1024 and every["vllm.state_pages"] == 8
+    assert every["vllm.pages_per_request"] == 1 * 8 + 6 * 8
+    with pytest.raises(KvdslError, match="mamba_cache_mode"):
+        block_values(spec, "d", 'd.mamba_cache_mode="some"')
 
 
 # ---------------------------------------------------------------- variations
