@@ -738,6 +738,8 @@ def _import(root: Config, findings: Findings, name: Optional[str], title: Option
     if known is None:
         _unread_keys(config)
     shape = Shape(config.integer("vocab_size"), hidden, _tied(root, config, family), layer_shapes, norm_bias=family.norm_bias)
+    if shape.tied_embeddings:
+        out.add("tie_word_embeddings", "true", "tie_word_embeddings: the LM head is the embedding matrix")
     out.params = count_params(shape)
     _params_cell(out, shape)
     return out
