@@ -957,6 +957,8 @@ def _mla(config: Config, heads: int, hidden: int, out: ImportedModel) -> Attenti
     out.notes.append(f"MLA: each layer caches one {rank}-element latent plus a {rope}-element RoPE key per token "
                      f"({rank + rope} elements, no factor 2); num_key_value_heads ({kv_heads}) is not what it caches.")
     q_rank = config.integer("q_lora_rank", required=False) or 0
+    if q_rank:
+        out.add("q_lora_rank", q_rank, config.cite("q_lora_rank"))
     v_head = config.integer("v_head_dim", required=False) or nope
     return Attention(heads, kv_heads, nope, v_head_dim=v_head, kv_lora_rank=rank, q_lora_rank=q_rank,
                      qk_nope_head_dim=nope, qk_rope_head_dim=rope)
