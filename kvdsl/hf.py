@@ -756,6 +756,8 @@ def _import(root: Config, findings: Findings, name: Optional[str], title: Option
     if known is None:
         _unread_keys(config)
     shape = Shape(config.integer("vocab_size"), hidden, _tied(root, config, family), layer_shapes, norm_bias=family.norm_bias)
+    if shape.tied_embeddings:
+        out.add("tie_word_embeddings", "true", "tie_word_embeddings: the LM head is the embedding matrix")
     out.params = count_params(shape)
     _params_cell(out, shape)
     return out
@@ -991,6 +993,8 @@ def _mla(config: Config, heads: int, hidden: int, out: ImportedModel) -> Attenti
     out.notes.append(f"MLA: each layer caches one {rank}-element latent plus a {rope}-element RoPE key per token "
                      f"({rank + rope} elements, no factor 2); num_key_value_heads ({kv_heads}) is not what it caches.")
     q_rank = config.integer("q_lora_rank", required=False) or 0
+    if q_rank:
+        out.add("q_lora_rank", q_rank, config.cite("q_lora_rank"))
     v_head = config.integer("v_head_dim", required=False) or nope
     return Attention(heads, kv_heads, nope, v_head_dim=v_head, kv_lora_rank=rank, q_lora_rank=q_rank,
                      qk_nope_head_dim=nope, qk_rope_head_dim=rope)

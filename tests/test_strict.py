@@ -48,7 +48,7 @@ def cli(*args, code=0):
     ("gpu = 2", "did you mean `gpus`?"),
     ("utilisation = 0.95", "did you mean `utilization`?"),
     ("contxt = 64K", "did you mean `context`?"),
-    ("max_num_seqs = 256", "declared with `let max_num_seqs = ...`"),
+    ("tokenizer_pool = 4", "declared with `let tokenizer_pool = ...`"),
 ])
 @pytest.mark.parametrize("command", ["check", "eval"])
 def test_a_cell_no_kind_defines_is_an_error_at_its_line(tmp_path, line, hint, command):
