@@ -235,3 +235,43 @@ def test_vllm_fp8_mla_cache_keeps_its_scales_in_the_page():
     assert v["vllm.bytes_per_token_per_layer"] * 1 == 656
     plain = block_values(spec, "deepseek_v3_h200x8", "kv_dtype=fp8")
     assert plain["vllm.page_bytes"] == 16 * 576
+
+
+def test_llamacpp_separate_streams():
+    """-np 3 without -kvu: each sequence its own stream of pad(n_ctx / 3, 256) cells."""
+    spec = SPECS / "engine_logs" / "l03_qwen3_8b_131k.kvspec"
+    block = "l03_qwen3_8b_131k"
+    unified = block_values(spec, block, "context=10000", "batch=3")
+    # -c 30000 pads to 30208 (118 x 256) cells, shared
+    assert (unified["llamacpp.cells"], unified["llamacpp.streams"]) == (30208, 1)
+    assert unified["llamacpp.k_bytes"] == 36 * 30208 * 8 * 128 * 2          # layers x cells x K elements x f16
+    split = block_values(spec, block, "context=10000", "batch=3", "llamacpp.kv_unified=false")
+    # 30208 // 3 = 10069, padded to 10240 (40 x 256), in 3 streams: 30720 cells
+    assert (split["llamacpp.cells"], split["llamacpp.streams"]) == (10240, 3)
+    assert split["llamacpp.kv_cache_tokens"] == 30720
+    assert split["llamacpp.k_bytes"] == split["llamacpp.v_bytes"] == 36 * 30720 * 1024 * 2 == 2160 * MIB
+    assert split["llamacpp.max_context"] == 10240 and unified["llamacpp.max_context"] == 30208 // 3
+    assert split["llamacpp.max_concurrency"] == 3
+    # two requests more than streams: none of them has a stream
+    assert block_values(spec, block, "context=10000", "batch=3", "llamacpp.kv_unified=false",
+                        "llamacpp.n_seq=2")["llamacpp.max_context"] == 0
+
+
+def test_llamacpp_separate_streams_sliding_window():
+    spec = SPECS / "deployments" / "gpt_oss_120b_h100.kvspec"
+    v = block_values(spec, "gpt_oss_120b_h100", "llamacpp.kv_unified=false")
+    # per stream pad(min(n_ctx_seq, 128 + 512), 256) = 768, in 2 streams (batch 2); unified: pad(128 x 2 + 512) = 768 once
+    assert v["llamacpp.swa_cells"] == 768 and v["llamacpp.streams"] == 2
+    # gpt-oss-120b: 18 full and 18 sliding layers
+    assert v["llamacpp.layer_cells"] == 18 * v["llamacpp.cells"] * 2 + 18 * 768 * 2
+
+
+def test_llamacpp_separate_k_and_v_types():
+    """-ctk q8_0 -ctv q4_0 on L03's cache (131072 cells, 36 layers, 8 x 128 per K and per V)."""
+    spec = SPECS / "engine_logs" / "l03_qwen3_8b_131k.kvspec"
+    v = block_values(spec, "l03_qwen3_8b_131k", "llamacpp.cache_type_k=q8_0", "llamacpp.cache_type_v=q4_0")
+    assert v["llamacpp.k_bytes"] == 36 * 131072 * 1024 * Fraction(34, 32) == 4896 * MIB   # 34 bytes per 32
+    assert v["llamacpp.v_bytes"] == 36 * 131072 * 1024 * Fraction(18, 32) == 2592 * MIB   # 18 bytes per 32
+    assert v["llamacpp.kv_cache_bytes"] == 7488 * MIB
+    q5 = block_values(spec, "l03_qwen3_8b_131k", "llamacpp.cache_type_v=q5_1")
+    assert q5["llamacpp.v_bytes"] == 9216 * MIB * Fraction(24, 64) and q5["llamacpp.k_bytes"] == 9216 * MIB
