@@ -130,8 +130,49 @@ def test_vllm_max_context_is_the_longest_that_batch_requests_hold(tmp_path):
 def test_sglang_fraction_by_tensor_parallel(tmp_path):
     fractions = {1: "0.88", 2: "0.87", 4: "0.85", 8: "0.81", 16: "0.79"}
     for gpus, fraction in fractions.items():
-        v = block_values(small(tmp_path, body=f"gpus = {gpus}"), "d")
+        v = block_values(small(tmp_path, body=f"gpus = {gpus}\n    sglang.version = 0.4"), "d")
         assert v["sglang.mem_fraction_static"] == Fraction(fraction), gpus
+
+
+def hardware_block(mib: int) -> str:
+    return f'hardware g "G" {{\n    memory = {mib} MiB; bandwidth = 1 TB/s\n}}\n'
+
+
+@pytest.mark.parametrize("mib, gpus, settings, fraction", [
+    # H100 (81559 MiB), TP 1: chunked prefill 8192, CUDA graphs to 256:
+    # 512 + 8192 x 1.5 + 256 x 2 + 1/8 x 1024 = 13440 MiB reserved; (81559 - 13440) / 81559 = 0.83521.
+    # SGLang's own documentation prints mem_fraction_static=0.835 for one Hopper GPU (docs offline engine, Feb 2026)
+    (81559, 1, "", "0.835"),
+    # H100, TP 8: graphs to 512: 512 + 12288 + 1024 + 1024 = 14848; 66711 / 81559 = 0.81795
+    (81559, 8, "", "0.818"),
+    # L4 (23034 MiB), TP 1: chunked 2048, graphs to 24: 512 + 3072 + 48 + 128 = 3760; 19274 / 23034 = 0.83676
+    (23034, 1, "", "0.837"),
+    # 16 GiB, TP 1: graphs to 8: 512 + 3072 + 16 + 128 = 3728; 12656 / 16384 = 0.77246
+    (16384, 1, "", "0.772"),
+    # H200 (143771 MiB), TP 1: 13440 MiB; (143771 - 13440) / 143771 = 0.90652; an EAGLE draft adds 2048: 0.89227
+    (143771, 1, "", "0.907"),
+    (143771, 1, 'sglang.speculative_algorithm = "EAGLE"', "0.892"),
+    # B200-class (183359 MiB), TP 1: chunked 16384, graphs 512: 512 + 24576 + 1024 + 128 = 26240; 157119 / 183359 = 0.85689
+    (183359, 1, "", "0.857"),
+])
+def test_sglang_05_fraction_from_gpu_memory(tmp_path, mib, gpus, settings, fraction):
+    path = tmp_path / "d.kvspec"
+    path.write_text(MODEL.format(kv=8) + hardware_block(mib) +
+                    f'deployment d "D" {{\n    model = m\n    hardware = g\n    gpus = {gpus}\n    {settings}\n}}\n')
+    v = block_values(path, "d")
+    assert v["sglang.mem_fraction_static"] == Fraction(fraction)
+
+
+def test_sglang_05_ten_gib_floor(tmp_path):
+    """Above 60 GiB at least 10 GiB is reserved: a 64 GiB GPU with --chunked-prefill-size 2048 and 8 graphs."""
+    path = tmp_path / "d.kvspec"
+    path.write_text(MODEL.format(kv=8) + hardware_block(65536) +
+                    'deployment d "D" {\n    model = m\n    hardware = g\n'
+                    '    sglang.chunked_prefill_size = 2048 tokens\n    sglang.cuda_graph_max_bs = 8\n}\n')
+    v = block_values(path, "d")
+    # 512 + 3072 + 16 + 128 = 3728 MiB < 10240: (65536 - 10240) / 65536 = 0.84375 -> 0.844
+    assert v["sglang.reserved_memory"] == 10 * GIB
+    assert v["sglang.mem_fraction_static"] == Fraction("0.844")
 
 
 def test_sglang_sliding_pool_ratio():
