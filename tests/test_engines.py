@@ -316,3 +316,25 @@ def test_llamacpp_separate_k_and_v_types():
     assert v["llamacpp.kv_cache_bytes"] == 7488 * MIB
     q5 = block_values(spec, "l03_qwen3_8b_131k", "llamacpp.cache_type_v=q5_1")
     assert q5["llamacpp.v_bytes"] == 9216 * MIB * Fraction(24, 64) and q5["llamacpp.k_bytes"] == 9216 * MIB
+
+
+def test_sglang_mamba_pool_comes_first():
+    """Qwen3-Next-80B on 2 GPUs: 36 gated delta-net layers, 12 attention layers (2 KV heads of 256)."""
+    spec = SPECS / "engine_logs" / "v23_qwen3_next_80b_h200x2.kvspec"
+    v = block_values(spec, "v23_qwen3_next_80b_h200x2", "engine=sglang", "sglang.version=0.4",
+                     "sglang.free_memory_bytes=100 GiB", "weights_bytes_per_gpu=70 GiB")
+    # TP 2: 0.87 x 100 - 70 = 17 GiB left after the weights
+    assert v["sglang.mem_fraction_static"] == Fraction("0.87")
+    assert v["sglang.rest_memory_bytes"] == 17 * GIB
+    # per request and GPU: 36 layers x (conv 8192 x 3 bf16 + state 4096 x 128 fp32) / 2 = 36 x 1,073,152 = 38,633,472 bytes
+    assert v["sglang.mamba_cache_per_req"] == 36 * (8192 * 3 * 2 + 4096 * 128 * 4) // 2 == 38633472
+    # 0.9 / 1.9 of 17 GiB holds floor(8,646,447,750.7 / 38,633,472) = 223 states
+    assert v["sglang.max_mamba_cache_size"] == 223 == floor(Fraction(17 * GIB) * 9 / 19 / 38633472)
+    # the rest, 17 GiB - 223 x 38,633,472 = 9,638,346,752 bytes, at 12 layers x 1 head x (256 + 256) x 2 = 12,288 bytes a token
+    assert v["sglang.kv_bytes_per_token_per_gpu"] == 12 * 1 * 512 * 2
+    assert v["sglang.kv_cache_tokens"] == 784370 == (17 * GIB - 223 * 38633472) // 12288
+    # a third of the states serve requests at once (radix cache on): 74
+    assert v["sglang.max_mamba_requests"] == 74
+    assert v["sglang.max_concurrency"] == min(Fraction(784370, 262144), 74)
+    no_mamba = block_values(SPECS / "engine_logs" / "s02_qwq_32b_l4x4.kvspec", "s02_qwq_32b_l4x4")
+    assert no_mamba["sglang.mamba_pool_bytes"] == 0 and no_mamba["sglang.max_mamba_cache_size"] == 0
