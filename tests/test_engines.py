@@ -338,3 +338,49 @@ def test_sglang_mamba_pool_comes_first():
     assert v["sglang.max_concurrency"] == min(Fraction(784370, 262144), 74)
     no_mamba = block_values(SPECS / "engine_logs" / "s02_qwq_32b_l4x4.kvspec", "s02_qwq_32b_l4x4")
     assert no_mamba["sglang.mamba_pool_bytes"] == 0 and no_mamba["sglang.max_mamba_cache_size"] == 0
+
+
+DSV32 = ('import "{models}/deepseek_v3_2_exp.kvspec"\nimport "{hardware}/h200.kvspec"\n'
+         'deployment d "DeepSeek-V3.2-Exp on 8 x H200" {{\n    model = deepseek_v3_2_exp\n    hardware = h200\n'
+         '    gpus = 8\n    context = 32K\n    kv_dtype = {dtype}\n}}\n')
+
+
+def dsv32(tmp_path, dtype, *settings):
+    """The deployment's cells, with the model's as model.x."""
+    path = tmp_path / "dsv32.kvspec"
+    path.write_text(DSV32.format(models=SPECS / "models", hardware=SPECS / "hardware", dtype=dtype))
+    values = block_values(path, "d", *settings)
+    values.update({f"model.{k}": v for k, v in block_values(path, "deepseek_v3_2_exp").items()})
+    return values
+
+
+def test_sparse_attention_indexer_bytes_per_token(tmp_path):
+    """DeepSeek-V3.2-Exp config.json: 61 layers, kv_lora_rank 512, qk_rope_head_dim 64, index_head_dim 128."""
+    v = dsv32(tmp_path, "bf16")
+    # the indexer: 128 FP8 bytes + 128 / 128 = 1 FP32 scale of 4 bytes = 132 bytes per token and layer
+    assert v["model.index_bytes_per_token_per_layer"] == 132
+    # the latent: (512 + 64) x 2 bytes = 1152; with the indexer 1284 per layer, x 61 = 78,324 bytes a token,
+    # the same on every GPU (MLA and the indexer keys are not split by TP)
+    assert v["model.kv_bytes_per_token"] == 61 * (576 * 2 + 132) == 78324
+    assert v["ideal.kv_bytes_per_token_per_gpu"] == 78324
+    # SGLang's cell_size: (512 + 64) x 61 x 2 + (128 + 4) x 61 x 1 (get_cell_size_per_token), pages of 64 tokens
+    assert v["sglang.kv_bytes_per_token_per_gpu"] == 576 * 61 * 2 + 132 * 61 == 78324
+    assert v["sglang.page_size"] == 64 and v["sglang.kv_cache_tokens"] % 64 == 0
+    # vLLM: one group of 61 MLA and 61 indexer layers; a block of 16 tokens costs 61 x 16 x (1152 + 132) bytes
+    assert v["vllm.bytes_per_token_per_layer"] == 1284
+    assert v["vllm.page_bytes"] * v["vllm.group_size"] == 61 * 16 * 1284
+    # the ideal sequence of 32K tokens: 32768 x 78,324 bytes
+    assert v["kv_bytes_per_sequence_per_gpu"] == 32768 * 78324
+
+
+def test_sparse_attention_indexer_with_fp8_latent(tmp_path):
+    # vLLM's fp8_ds_mla latent: 656 bytes, the indexer 132 more: 788 bytes per token and layer
+    v = dsv32(tmp_path, "fp8_ds_mla")
+    assert v["vllm.bytes_per_token_per_layer"] == 656 + 132 == 788
+    assert v["vllm.num_blocks"] == floor(v["vllm.kv_memory_bytes"] / (61 * 16 * 788))
+    # SGLang sizes its FP8 pool at 1 byte per latent element: 61 x (576 + 132) = 43,188 bytes a token
+    fp8 = dsv32(tmp_path, "fp8")
+    assert fp8["sglang.kv_bytes_per_token_per_gpu"] == 61 * (576 + 132) == 43188
+    # a model without an indexer pays nothing
+    v3 = block_values(SPECS / "deployments" / "deepseek_v3_h200x8.kvspec", "deepseek_v3_h200x8", "kv_dtype=bf16")
+    assert v3["vllm.bytes_per_token_per_layer"] == 1152 and v3["full_bytes_per_token"] == 61 * 1152

@@ -40,6 +40,7 @@ FAMILY_PARAMS = {  # tests/configs: the published totals of each model's languag
     "Qwen__Qwen3-Coder-30B-A3B-Instruct.json": 30.5e9,
     "Qwen__QwQ-32B.json": 32.8e9,               # the Hub's safetensors count (the model card rounds to 32.5B)
     "nvidia__NVIDIA-Nemotron-3-Nano-4B-BF16.json": 3.97e9,
+    "deepseek-ai__DeepSeek-V3.2-Exp.json": 671e9,   # DeepSeek-V3's 671B and the indexers; 685B on the Hub with the MTP layer
 }
 CONTEXTS = ["1", "4096", "32K", "128K"]
 CHECKED_CELLS = ["layers", "heads", "head_dim", "kv_lora_rank", "rope_head_dim", "full_layers", "sliding_layers",
@@ -419,6 +420,7 @@ def test_folder_with_one_broken_config_writes_nothing(tmp_path):
     ("Qwen__QwQ-32B.json", "qwq_32b"),
     ("meta-llama__Llama-3.3-70B-Instruct.json", "llama_3_3_70b_instruct"),
     ("nvidia__NVIDIA-Nemotron-3-Nano-4B-BF16.json", "nvidia_nemotron_3_nano_4b_bf16"),
+    ("deepseek-ai__DeepSeek-V3.2-Exp.json", "deepseek_v3_2_exp"),
 ])
 def test_imported_catalog_specs_are_the_importers_output(config_name, spec):
     """These catalog specs are written by `kvdsl import tests/configs/X.json -o specs/models/`."""
