@@ -124,6 +124,14 @@ def test_exact_counts_by_hand():
     assert import_config(str(SHARED / "meta-llama__Llama-3.1-8B.json")).params.total == 2 * 128256 * 4096 + 32 * per_layer + 4096 == 8_030_261_248
     # DeepSeek-V3 without its MTP layer: 671.03e9, the 671B of the technical report.
     assert import_config(str(SHARED / "deepseek-ai__DeepSeek-V3.json")).params.total == 671_026_419_200
+    # DeepSeek-V3.2-Exp: V3's shape and, in each of 61 layers, the indexer's wq_b 1536 x 64 x 128, wk 7168 x 128,
+    # a LayerNorm of 128 (weight and bias) and weights_proj 7168 x 64
+    indexer = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
+    v32 = import_config(str(FAMILIES / "deepseek-ai__DeepSeek-V3.2-Exp.json"))
+    assert v32.params.total == 671_026_419_200 + 61 * indexer == 671_877_944_064
+    text = v32.render()
+    assert "    index_head_dim = 128       # index_head_dim\n" in text and "    index_topk = 2048          # index_topk\n" in text
+    assert "index_head_dim" not in import_config(str(SHARED / "deepseek-ai__DeepSeek-V3.json")).render()
 
 
 def test_whole_folder_imports_and_checks(tmp_path):
