@@ -362,15 +362,16 @@ def test_sparse_attention_indexer_bytes_per_token(tmp_path):
     # the latent: (512 + 64) x 2 bytes = 1152; with the indexer 1284 per layer, x 61 = 78,324 bytes a token,
     # the same on every GPU (MLA and the indexer keys are not split by TP)
     assert v["model.kv_bytes_per_token"] == 61 * (576 * 2 + 132) == 78324
-    assert v["ideal.kv_bytes_per_token_per_gpu"] == 78324
+    # the deployment's ideal answers count the latent only (61 x 1152 = 70,272 bytes): see docs/engines-sglang-llamacpp.md
+    assert v["ideal.kv_bytes_per_token_per_gpu"] == 61 * 1152 == 70272
     # SGLang's cell_size: (512 + 64) x 61 x 2 + (128 + 4) x 61 x 1 (get_cell_size_per_token), pages of 64 tokens
     assert v["sglang.kv_bytes_per_token_per_gpu"] == 576 * 61 * 2 + 132 * 61 == 78324
     assert v["sglang.page_size"] == 64 and v["sglang.kv_cache_tokens"] % 64 == 0
     # vLLM: one group of 61 MLA and 61 indexer layers; a block of 16 tokens costs 61 x 16 x (1152 + 132) bytes
     assert v["vllm.bytes_per_token_per_layer"] == 1284
     assert v["vllm.page_bytes"] * v["vllm.group_size"] == 61 * 16 * 1284
-    # the ideal sequence of 32K tokens: 32768 x 78,324 bytes
-    assert v["kv_bytes_per_sequence_per_gpu"] == 32768 * 78324
+    # the model's sequence of 32K tokens: 32768 x 78,324 bytes
+    assert v["model.kv_bytes_per_sequence"] == 32768 * 78324
 
 
 def test_sparse_attention_indexer_with_fp8_latent(tmp_path):
@@ -383,4 +384,4 @@ def test_sparse_attention_indexer_with_fp8_latent(tmp_path):
     assert fp8["sglang.kv_bytes_per_token_per_gpu"] == 61 * (576 + 132) == 43188
     # a model without an indexer pays nothing
     v3 = block_values(SPECS / "deployments" / "deepseek_v3_h200x8.kvspec", "deepseek_v3_h200x8", "kv_dtype=bf16")
-    assert v3["vllm.bytes_per_token_per_layer"] == 1152 and v3["full_bytes_per_token"] == 61 * 1152
+    assert v3["vllm.bytes_per_token_per_layer"] == 1152 and v3["sglang.kv_bytes_per_token_per_gpu"] == 61 * 1152
