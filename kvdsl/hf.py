@@ -653,6 +653,7 @@ FAMILIES = {
     "glm4_moe": Family("GLM-4.5", o_bias=False, moe_layer=after_first_dense, router_bias=True),
     "deepseek_v2": Family("DeepSeek-V2", **DEEPSEEK),
     "deepseek_v3": Family("DeepSeek-V3", **DEEPSEEK),
+    "deepseek_v32": Family("DeepSeek-V3.2", **DEEPSEEK),
     "kimi_k2": Family("Kimi K2", **DEEPSEEK),
     "gpt_oss": Family("gpt-oss", attention_bias=True, sinks=True, expert_size_key="intermediate_size", router_bias=True,
                       expert_bias=True),
@@ -677,8 +678,8 @@ ARCHITECTURES = {  # configs without model_type still name their class
     "LlamaForCausalLM": "llama", "MistralForCausalLM": "mistral", "MixtralForCausalLM": "mixtral",
     "Qwen2ForCausalLM": "qwen2", "Qwen2MoeForCausalLM": "qwen2_moe", "Qwen3ForCausalLM": "qwen3",
     "Qwen3MoeForCausalLM": "qwen3_moe", "Qwen3NextForCausalLM": "qwen3_next", "Glm4MoeForCausalLM": "glm4_moe",
-    "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3", "GptOssForCausalLM": "gpt_oss",
-    "GemmaForCausalLM": "gemma", "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
+    "DeepseekV2ForCausalLM": "deepseek_v2", "DeepseekV3ForCausalLM": "deepseek_v3", "DeepseekV32ForCausalLM": "deepseek_v32",
+    "GptOssForCausalLM": "gpt_oss", "GemmaForCausalLM": "gemma", "Gemma2ForCausalLM": "gemma2", "Gemma3ForCausalLM": "gemma3_text",
     "Gemma3ForConditionalGeneration": "gemma3_text", "MambaForCausalLM": "mamba", "Mamba2ForCausalLM": "mamba2",
     "JambaForCausalLM": "jamba", "NemotronHForCausalLM": "nemotron_h", "Phi3ForCausalLM": "phi3",
     "FalconForCausalLM": "falcon", "RWForCausalLM": "falcon",
@@ -712,6 +713,7 @@ WHOLE_NUMBER_KEYS = {  # key -> smallest sensible value; checked up front so eve
     "sliding_window": 1, "kv_lora_rank": 1, "qk_rope_head_dim": 0, "qk_nope_head_dim": 1, "v_head_dim": 1,
     "q_lora_rank": 1, "moe_intermediate_size": 1, "num_experts": 0, "n_routed_experts": 0, "num_local_experts": 0,
     "num_experts_per_tok": 1, "state_size": 1, "conv_kernel": 1, "ssm_state_size": 1,
+    "index_head_dim": 1, "index_n_heads": 1, "index_topk": 1,
 }
 
 
@@ -996,8 +998,23 @@ def _mla(config: Config, heads: int, hidden: int, out: ImportedModel) -> Attenti
     if q_rank:
         out.add("q_lora_rank", q_rank, config.cite("q_lora_rank"))
     v_head = config.integer("v_head_dim", required=False) or nope
+    index_dim, index_heads = _indexer(config, out)
     return Attention(heads, kv_heads, nope, v_head_dim=v_head, kv_lora_rank=rank, q_lora_rank=q_rank,
-                     qk_nope_head_dim=nope, qk_rope_head_dim=rope)
+                     qk_nope_head_dim=nope, qk_rope_head_dim=rope, index_n_heads=index_heads, index_head_dim=index_dim)
+
+
+def _indexer(config: Config, out: ImportedModel) -> tuple[int, int]:
+    """DeepSeek sparse attention: the indexer's key size and heads, 0 without one."""
+    if not config.has("index_head_dim"):
+        return 0, 0
+    dim = config.integer("index_head_dim")
+    heads = config.integer("index_n_heads")
+    topk = config.integer("index_topk")
+    out.add("index_head_dim", dim, config.cite("index_head_dim"))
+    out.add("index_topk", topk, config.cite("index_topk"))
+    out.notes.append(f"Sparse attention: each layer also caches the indexer's {dim}-element FP8 key and its FP32 scales "
+                     f"per token; each query attends to {topk} tokens.")
+    return dim, heads
 
 
 def _mlps(config: Config, family: Family, layers: int, hidden: int, kinds: list[str], out: ImportedModel) -> list[Optional[Mlp]]:

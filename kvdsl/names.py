@@ -36,14 +36,23 @@ class NameResolver:
             if isinstance(found, str):
                 target = found
                 rc.ref_expr = found
+            elif found is None and self._through_poisoned(key[0], rc.cell.expr, rc.scope):
+                self._poisoned.add(key)  # `x = model.kv_dtype` with `model` already reported: so is every x.y
             elif isinstance(found, CellRef):
                 target = self.ref_target(found.key)
+                if found.key in self._poisoned:
+                    self._poisoned.add(key)
                 if target is not None:
                     rc.ref_expr = found
         finally:
             self._targets_busy.discard(key)
         self._targets[key] = target
         return target
+
+    def _through_poisoned(self, block: str, name: m.Name, scope: Optional[str]) -> bool:
+        """Does `name` read through a reference cell already reported?"""
+        local = (block, f"{scope}.{name.parts[0]}") if scope else None
+        return (local if local in self.cells else (block, name.parts[0])) in self._poisoned
 
     def resolve_name(self, block: str, name: m.Name, quiet: bool = False, scope: Optional[str] = None):
         """A Name in `block` -> a CellRef, a block name (str), an expression (`engine.x`), or None after an error.

@@ -31,6 +31,8 @@ class Attention:
     q_lora_rank: int = 0
     qk_nope_head_dim: int = 0
     qk_rope_head_dim: int = 0
+    index_n_heads: int = 0        # DeepSeek-V3.2's sparse-attention indexer
+    index_head_dim: int = 0
 
     def count(self, hidden: int) -> int:
         if self.kv_lora_rank:
@@ -58,7 +60,14 @@ class Attention:
             q = hidden * self.heads * qk_head
         kv_a = hidden * (self.kv_lora_rank + self.qk_rope_head_dim) + self.kv_lora_rank
         kv_b = self.kv_lora_rank * self.heads * (self.qk_nope_head_dim + v_head)
-        return q + kv_a + kv_b + self.heads * v_head * hidden
+        return q + kv_a + kv_b + self.heads * v_head * hidden + self._indexer(hidden)
+
+    def _indexer(self, hidden: int) -> int:
+        """The lightning indexer: wq_b from the query latent, wk, a LayerNorm on keys, weights_proj."""
+        if not self.index_head_dim:
+            return 0
+        heads, dim = self.index_n_heads, self.index_head_dim
+        return self.q_lora_rank * heads * dim + hidden * dim + 2 * dim + hidden * heads
 
 
 @dataclass

@@ -130,8 +130,49 @@ def test_vllm_max_context_is_the_longest_that_batch_requests_hold(tmp_path):
 def test_sglang_fraction_by_tensor_parallel(tmp_path):
     fractions = {1: "0.88", 2: "0.87", 4: "0.85", 8: "0.81", 16: "0.79"}
     for gpus, fraction in fractions.items():
-        v = block_values(small(tmp_path, body=f"gpus = {gpus}"), "d")
+        v = block_values(small(tmp_path, body=f"gpus = {gpus}\n    sglang.version = 0.4"), "d")
         assert v["sglang.mem_fraction_static"] == Fraction(fraction), gpus
+
+
+def hardware_block(mib: int) -> str:
+    return f'hardware g "G" {{\n    memory = {mib} MiB; bandwidth = 1 TB/s\n}}\n'
+
+
+@pytest.mark.parametrize("mib, gpus, settings, fraction", [
+    # H100 (81559 MiB), TP 1: chunked prefill 8192, CUDA graphs to 256:
+    # 512 + 8192 x 1.5 + 256 x 2 + 1/8 x 1024 = 13440 MiB reserved; (81559 - 13440) / 81559 = 0.83521.
+    # SGLang's own documentation prints mem_fraction_static=0.835 for one Hopper GPU (docs offline engine, Feb 2026)
+    (81559, 1, "", "0.835"),
+    # H100, TP 8: graphs to 512: 512 + 12288 + 1024 + 1024 = 14848; 66711 / 81559 = 0.81795
+    (81559, 8, "", "0.818"),
+    # L4 (23034 MiB), TP 1: chunked 2048, graphs to 24: 512 + 3072 + 48 + 128 = 3760; 19274 / 23034 = 0.83676
+    (23034, 1, "", "0.837"),
+    # 16 GiB, TP 1: graphs to 8: 512 + 3072 + 16 + 128 = 3728; 12656 / 16384 = 0.77246
+    (16384, 1, "", "0.772"),
+    # H200 (143771 MiB), TP 1: 13440 MiB; (143771 - 13440) / 143771 = 0.90652; an EAGLE draft adds 2048: 0.89227
+    (143771, 1, "", "0.907"),
+    (143771, 1, 'sglang.speculative_algorithm = "EAGLE"', "0.892"),
+    # B200-class (183359 MiB), TP 1: chunked 16384, graphs 512: 512 + 24576 + 1024 + 128 = 26240; 157119 / 183359 = 0.85689
+    (183359, 1, "", "0.857"),
+])
+def test_sglang_05_fraction_from_gpu_memory(tmp_path, mib, gpus, settings, fraction):
+    path = tmp_path / "d.kvspec"
+    path.write_text(MODEL.format(kv=8) + hardware_block(mib) +
+                    f'deployment d "D" {{\n    model = m\n    hardware = g\n    gpus = {gpus}\n    {settings}\n}}\n')
+    v = block_values(path, "d")
+    assert v["sglang.mem_fraction_static"] == Fraction(fraction)
+
+
+def test_sglang_05_ten_gib_floor(tmp_path):
+    """Above 60 GiB at least 10 GiB is reserved: a 64 GiB GPU with --chunked-prefill-size 2048 and 8 graphs."""
+    path = tmp_path / "d.kvspec"
+    path.write_text(MODEL.format(kv=8) + hardware_block(65536) +
+                    'deployment d "D" {\n    model = m\n    hardware = g\n'
+                    '    sglang.chunked_prefill_size = 2048 tokens\n    sglang.cuda_graph_max_bs = 8\n}\n')
+    v = block_values(path, "d")
+    # 512 + 3072 + 16 + 128 = 3728 MiB < 10240: (65536 - 10240) / 65536 = 0.84375 -> 0.844
+    assert v["sglang.reserved_memory"] == 10 * GIB
+    assert v["sglang.mem_fraction_static"] == Fraction("0.844")
 
 
 def test_sglang_sliding_pool_ratio():
@@ -235,3 +276,112 @@ def test_vllm_fp8_mla_cache_keeps_its_scales_in_the_page():
     assert v["vllm.bytes_per_token_per_layer"] * 1 == 656
     plain = block_values(spec, "deepseek_v3_h200x8", "kv_dtype=fp8")
     assert plain["vllm.page_bytes"] == 16 * 576
+
+
+def test_llamacpp_separate_streams():
+    """-np 3 without -kvu: each sequence its own stream of pad(n_ctx / 3, 256) cells."""
+    spec = SPECS / "engine_logs" / "l03_qwen3_8b_131k.kvspec"
+    block = "l03_qwen3_8b_131k"
+    unified = block_values(spec, block, "context=10000", "batch=3")
+    # -c 30000 pads to 30208 (118 x 256) cells, shared
+    assert (unified["llamacpp.cells"], unified["llamacpp.streams"]) == (30208, 1)
+    assert unified["llamacpp.k_bytes"] == 36 * 30208 * 8 * 128 * 2          # layers x cells x K elements x f16
+    split = block_values(spec, block, "context=10000", "batch=3", "llamacpp.kv_unified=false")
+    # 30208 // 3 = 10069, padded to 10240 (40 x 256), in 3 streams: 30720 cells
+    assert (split["llamacpp.cells"], split["llamacpp.streams"]) == (10240, 3)
+    assert split["llamacpp.kv_cache_tokens"] == 30720
+    assert split["llamacpp.k_bytes"] == split["llamacpp.v_bytes"] == 36 * 30720 * 1024 * 2 == 2160 * MIB
+    assert split["llamacpp.max_context"] == 10240 and unified["llamacpp.max_context"] == 30208 // 3
+    assert split["llamacpp.max_concurrency"] == 3
+    # two requests more than streams: none of them has a stream
+    assert block_values(spec, block, "context=10000", "batch=3", "llamacpp.kv_unified=false",
+                        "llamacpp.n_seq=2")["llamacpp.max_context"] == 0
+
+
+def test_llamacpp_separate_streams_sliding_window():
+    spec = SPECS / "deployments" / "gpt_oss_120b_h100.kvspec"
+    v = block_values(spec, "gpt_oss_120b_h100", "llamacpp.kv_unified=false")
+    # per stream pad(min(n_ctx_seq, 128 + 512), 256) = 768, in 2 streams (batch 2); unified: pad(128 x 2 + 512) = 768 once
+    assert v["llamacpp.swa_cells"] == 768 and v["llamacpp.streams"] == 2
+    # gpt-oss-120b: 18 full and 18 sliding layers
+    assert v["llamacpp.layer_cells"] == 18 * v["llamacpp.cells"] * 2 + 18 * 768 * 2
+
+
+def test_llamacpp_separate_k_and_v_types():
+    """-ctk q8_0 -ctv q4_0 on L03's cache (131072 cells, 36 layers, 8 x 128 per K and per V)."""
+    spec = SPECS / "engine_logs" / "l03_qwen3_8b_131k.kvspec"
+    v = block_values(spec, "l03_qwen3_8b_131k", "llamacpp.cache_type_k=q8_0", "llamacpp.cache_type_v=q4_0")
+    assert v["llamacpp.k_bytes"] == 36 * 131072 * 1024 * Fraction(34, 32) == 4896 * MIB   # 34 bytes per 32
+    assert v["llamacpp.v_bytes"] == 36 * 131072 * 1024 * Fraction(18, 32) == 2592 * MIB   # 18 bytes per 32
+    assert v["llamacpp.kv_cache_bytes"] == 7488 * MIB
+    q5 = block_values(spec, "l03_qwen3_8b_131k", "llamacpp.cache_type_v=q5_1")
+    assert q5["llamacpp.v_bytes"] == 9216 * MIB * Fraction(24, 64) and q5["llamacpp.k_bytes"] == 9216 * MIB
+
+
+def test_sglang_mamba_pool_comes_first():
+    """Qwen3-Next-80B on 2 GPUs: 36 gated delta-net layers, 12 attention layers (2 KV heads of 256)."""
+    spec = SPECS / "engine_logs" / "v23_qwen3_next_80b_h200x2.kvspec"
+    v = block_values(spec, "v23_qwen3_next_80b_h200x2", "engine=sglang", "sglang.version=0.4",
+                     "sglang.free_memory_bytes=100 GiB", "weights_bytes_per_gpu=70 GiB")
+    # TP 2: 0.87 x 100 - 70 = 17 GiB left after the weights
+    assert v["sglang.mem_fraction_static"] == Fraction("0.87")
+    assert v["sglang.rest_memory_bytes"] == 17 * GIB
+    # per request and GPU: 36 layers x (conv 8192 x 3 bf16 + state 4096 x 128 fp32) / 2 = 36 x 1,073,152 = 38,633,472 bytes
+    assert v["sglang.mamba_cache_per_req"] == 36 * (8192 * 3 * 2 + 4096 * 128 * 4) // 2 == 38633472
+    # 0.9 / 1.9 of 17 GiB holds floor(8,646,447,750.7 / 38,633,472) = 223 states
+    assert v["sglang.max_mamba_cache_size"] == 223 == floor(Fraction(17 * GIB) * 9 / 19 / 38633472)
+    # the rest, 17 GiB - 223 x 38,633,472 = 9,638,346,752 bytes, at 12 layers x 1 head x (256 + 256) x 2 = 12,288 bytes a token
+    assert v["sglang.kv_bytes_per_token_per_gpu"] == 12 * 1 * 512 * 2
+    assert v["sglang.kv_cache_tokens"] == 784370 == (17 * GIB - 223 * 38633472) // 12288
+    # a third of the states serve requests at once (radix cache on): 74
+    assert v["sglang.max_mamba_requests"] == 74
+    assert v["sglang.max_concurrency"] == min(Fraction(784370, 262144), 74)
+    no_mamba = block_values(SPECS / "engine_logs" / "s02_qwq_32b_l4x4.kvspec", "s02_qwq_32b_l4x4")
+    assert no_mamba["sglang.mamba_pool_bytes"] == 0 and no_mamba["sglang.max_mamba_cache_size"] == 0
+
+
+DSV32 = ('import "{models}/deepseek_v3_2_exp.kvspec"\nimport "{hardware}/h200.kvspec"\n'
+         'deployment d "DeepSeek-V3.2-Exp on 8 x H200" {{\n    model = deepseek_v3_2_exp\n    hardware = h200\n'
+         '    gpus = 8\n    context = 32K\n    kv_dtype = {dtype}\n}}\n')
+
+
+def dsv32(tmp_path, dtype, *settings):
+    """The deployment's cells, with the model's as model.x."""
+    path = tmp_path / "dsv32.kvspec"
+    path.write_text(DSV32.format(models=SPECS / "models", hardware=SPECS / "hardware", dtype=dtype))
+    values = block_values(path, "d", *settings)
+    values.update({f"model.{k}": v for k, v in block_values(path, "deepseek_v3_2_exp").items()})
+    return values
+
+
+def test_sparse_attention_indexer_bytes_per_token(tmp_path):
+    """DeepSeek-V3.2-Exp config.json: 61 layers, kv_lora_rank 512, qk_rope_head_dim 64, index_head_dim 128."""
+    v = dsv32(tmp_path, "bf16")
+    # the indexer: 128 FP8 bytes + 128 / 128 = 1 FP32 scale of 4 bytes = 132 bytes per token and layer
+    assert v["model.index_bytes_per_token_per_layer"] == 132
+    # the latent: (512 + 64) x 2 bytes = 1152; with the indexer 1284 per layer, x 61 = 78,324 bytes a token,
+    # the same on every GPU (MLA and the indexer keys are not split by TP)
+    assert v["model.kv_bytes_per_token"] == 61 * (576 * 2 + 132) == 78324
+    # the deployment's ideal answers count the latent only (61 x 1152 = 70,272 bytes): see docs/engines-sglang-llamacpp.md
+    assert v["ideal.kv_bytes_per_token_per_gpu"] == 61 * 1152 == 70272
+    # SGLang's cell_size: (512 + 64) x 61 x 2 + (128 + 4) x 61 x 1 (get_cell_size_per_token), pages of 64 tokens
+    assert v["sglang.kv_bytes_per_token_per_gpu"] == 576 * 61 * 2 + 132 * 61 == 78324
+    assert v["sglang.page_size"] == 64 and v["sglang.kv_cache_tokens"] % 64 == 0
+    # vLLM: one group of 61 MLA and 61 indexer layers; a block of 16 tokens costs 61 x 16 x (1152 + 132) bytes
+    assert v["vllm.bytes_per_token_per_layer"] == 1284
+    assert v["vllm.page_bytes"] * v["vllm.group_size"] == 61 * 16 * 1284
+    # the model's sequence of 32K tokens: 32768 x 78,324 bytes
+    assert v["model.kv_bytes_per_sequence"] == 32768 * 78324
+
+
+def test_sparse_attention_indexer_with_fp8_latent(tmp_path):
+    # vLLM's fp8_ds_mla latent: 656 bytes, the indexer 132 more: 788 bytes per token and layer
+    v = dsv32(tmp_path, "fp8_ds_mla")
+    assert v["vllm.bytes_per_token_per_layer"] == 656 + 132 == 788
+    assert v["vllm.num_blocks"] == floor(v["vllm.kv_memory_bytes"] / (61 * 16 * 788))
+    # SGLang sizes its FP8 pool at 1 byte per latent element: 61 x (576 + 132) = 43,188 bytes a token
+    fp8 = dsv32(tmp_path, "fp8")
+    assert fp8["sglang.kv_bytes_per_token_per_gpu"] == 61 * (576 + 132) == 43188
+    # a model without an indexer pays nothing
+    v3 = block_values(SPECS / "deployments" / "deepseek_v3_h200x8.kvspec", "deepseek_v3_h200x8", "kv_dtype=bf16")
+    assert v3["vllm.bytes_per_token_per_layer"] == 1152 and v3["sglang.kv_bytes_per_token_per_gpu"] == 61 * 1152

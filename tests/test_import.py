@@ -40,6 +40,7 @@ FAMILY_PARAMS = {  # tests/configs: the published totals of each model's languag
     "Qwen__Qwen3-Coder-30B-A3B-Instruct.json": 30.5e9,
     "Qwen__QwQ-32B.json": 32.8e9,               # the Hub's safetensors count (the model card rounds to 32.5B)
     "nvidia__NVIDIA-Nemotron-3-Nano-4B-BF16.json": 3.97e9,
+    "deepseek-ai__DeepSeek-V3.2-Exp.json": 671e9,   # DeepSeek-V3's 671B and the indexers; 685B on the Hub with the MTP layer
 }
 CONTEXTS = ["1", "4096", "32K", "128K"]
 CHECKED_CELLS = ["layers", "heads", "head_dim", "kv_lora_rank", "rope_head_dim", "full_layers", "sliding_layers",
@@ -123,6 +124,14 @@ def test_exact_counts_by_hand():
     assert import_config(str(SHARED / "meta-llama__Llama-3.1-8B.json")).params.total == 2 * 128256 * 4096 + 32 * per_layer + 4096 == 8_030_261_248
     # DeepSeek-V3 without its MTP layer: 671.03e9, the 671B of the technical report.
     assert import_config(str(SHARED / "deepseek-ai__DeepSeek-V3.json")).params.total == 671_026_419_200
+    # DeepSeek-V3.2-Exp: V3's shape and, in each of 61 layers, the indexer's wq_b 1536 x 64 x 128, wk 7168 x 128,
+    # a LayerNorm of 128 (weight and bias) and weights_proj 7168 x 64
+    indexer = 1536 * 64 * 128 + 7168 * 128 + 2 * 128 + 7168 * 64
+    v32 = import_config(str(FAMILIES / "deepseek-ai__DeepSeek-V3.2-Exp.json"))
+    assert v32.params.total == 671_026_419_200 + 61 * indexer == 671_877_944_064
+    text = v32.render()
+    assert "    index_head_dim = 128       # index_head_dim\n" in text and "    index_topk = 2048          # index_topk\n" in text
+    assert "index_head_dim" not in import_config(str(SHARED / "deepseek-ai__DeepSeek-V3.json")).render()
 
 
 def test_whole_folder_imports_and_checks(tmp_path):
@@ -508,6 +517,7 @@ def test_folder_with_one_broken_config_writes_nothing(tmp_path):
     ("Qwen__QwQ-32B.json", "qwq_32b"),
     ("meta-llama__Llama-3.3-70B-Instruct.json", "llama_3_3_70b_instruct"),
     ("nvidia__NVIDIA-Nemotron-3-Nano-4B-BF16.json", "nvidia_nemotron_3_nano_4b_bf16"),
+    ("deepseek-ai__DeepSeek-V3.2-Exp.json", "deepseek_v3_2_exp"),
 ])
 def test_imported_catalog_specs_are_the_importers_output(config_name, spec):
     """These catalog specs are written by `kvdsl import tests/configs/X.json -o specs/models/`."""

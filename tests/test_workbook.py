@@ -316,7 +316,7 @@ def test_formulas_read_through_defined_names(catalog_wb, catalog_program):
         assert f"INDEX(all_models.kv_heads, MATCH({d}.model, all_models_ids, 0))" in heads
         assert f"INDEX(all_hardware.memory, MATCH({d}.hardware, all_hardware_ids, 0))" in named(catalog_wb, f"{d}.memory_per_gpu")
     # the column names are the block rows of their sheet
-    assert catalog_wb.defined_names["all_models_ids"].attr_text == "'Models'!$A$3:$A$30"
+    assert catalog_wb.defined_names["all_models_ids"].attr_text == "'Models'!$A$3:$A$31"
     assert catalog_wb.defined_names["all_formats_ids"].attr_text.startswith("'Formats'!$A$3:$A$")
 
 
@@ -534,7 +534,7 @@ def test_export_prints_what_it_wrote_and_leaves_no_temp_file(tmp_path):
     program = build_program([str(CATALOG)])
     formulas = sum(1 for ws in wb.worksheets for row in ws.iter_rows() for c in row if c.data_type == "f")
     assert match.group(1) == str(out)
-    assert int(match.group(2)) == len(workbook_blocks(program)) == 90
+    assert int(match.group(2)) == len(workbook_blocks(program)) == 94
     assert int(match.group(3).replace(",", "")) == formulas
     assert int(match.group(4).replace(",", "")) == len(wb.defined_names)
     assert match.group(5).split(", ") == SHEETS
