@@ -304,7 +304,8 @@ def test_llamacpp_separate_streams_sliding_window():
     # per stream pad(min(n_ctx_seq, 128 + 512), 256) = 768, in 2 streams (batch 2); unified: pad(128 x 2 + 512) = 768 once
     assert v["llamacpp.swa_cells"] == 768 and v["llamacpp.streams"] == 2
     # gpt-oss-120b: 18 full and 18 sliding layers
-    assert v["llamacpp.layer_cells"] == 18 * v["llamacpp.cells"] * 2 + 18 * 768 * 2
+    assert v["llamacpp.full_layer_cells"] == 18 * v["llamacpp.cells"] * 2
+    assert v["llamacpp.sliding_layer_cells"] == 18 * 768 * 2
 
 
 def test_llamacpp_separate_k_and_v_types():

@@ -106,3 +106,26 @@ def test_the_catalogs_gemma_4_31b():
     assert model["scheme"] == "GQA 10 full + 50 sliding(1024)"
     # multi-head attention at each layer's head size: 2 x 32 x (10 x 512 + 50 x 256) elements
     assert model["mha_elements_per_token"] == 2 * 32 * (10 * 512 + 50 * 256)
+
+
+def test_llamacpp_rows_of_each_kind_in_its_own_shape(tmp_path):
+    """llama.cpp keeps a K and a V row per cell and layer: 16 x 256 for the local layers, 4 x 512 for the global ones."""
+    text = f'import "{CATALOG}"\n' + GEMMA4.format(extra="", gpus=1).replace("context = 16K", "context = 16K\n    engine = llamacpp")
+    path = tmp_path / "g4.kvspec"
+    path.write_text(text)
+    _, vals = evaluate_paths([str(path)])
+    d = {k[1]: v for k, v in vals.items() if k[0] == "on_h100"}
+    assert d["llamacpp.sliding_k_bytes_per_cell"] == 16 * 256 * 2 and d["llamacpp.k_bytes_per_cell"] == 4 * 512 * 2
+    # 16,384 cells in the 10 global layers, pad(1024 + 512) = 1,536 cells in the 50 local ones
+    assert d["llamacpp.k_bytes"] == 10 * 16384 * 4096 + 50 * 1536 * 8192
+    assert d["engine_kv_bytes_per_token_per_gpu"] == 880 * KIB
+
+
+@pytest.mark.parametrize("engine", ["sglang", "trtllm"])
+def test_pool_engines_price_a_token_in_each_kinds_shape(tmp_path, engine):
+    text = f'import "{CATALOG}"\n' + GEMMA4.format(extra="", gpus=1).replace("context = 16K", f"context = 16K\n    engine = {engine}")
+    path = tmp_path / "g4.kvspec"
+    path.write_text(text)
+    _, vals = evaluate_paths([str(path)])
+    d = {k[1]: v for k, v in vals.items() if k[0] == "on_h100"}
+    assert d["engine_kv_bytes_per_token_per_gpu"] == 880 * KIB
