@@ -240,6 +240,9 @@ class Merger:
             if window is not None:
                 wnum = window if not window.bare else dataclasses.replace(window, dim=TOKENS, bare=False)
                 out["window"] = dataclasses.replace(cell, name="window", form="rule", expr=wnum, layers=())
+            if "layer_period" in known:
+                for name, value in layer_order([layer.kind for layer in cell.layers]).items():
+                    out[name] = dataclasses.replace(cell, name=name, form="rule", expr=m.Num(Fraction(value), NUMBER, cell.span), layers=())
         for name, cell in list(out.items()):
             explicit = cells.get(name)
             if explicit is None:
@@ -264,6 +267,30 @@ class Merger:
             rc.form = Form.INPUT
             rc.expr = cell.expr
         return rc
+
+
+ORDERED_KINDS = ("full", "sliding", "ssm")
+
+
+def layer_order(kinds: list) -> dict:
+    """The repetition of a layer pattern, when an engine can place its layers
+    from it: the shortest period the sequence repeats with (a last, shorter
+    repeat allowed), made of full, sliding and ssm layers only, each kind but
+    at most one appearing once per period.  Gives `layer_period` and the
+    position in the period of each kind that appears once (`full_offset`, ...);
+    nothing when the pattern has no such period."""
+    period = next(p for p in range(1, len(kinds) + 1) if all(kinds[i] == kinds[i - p] for i in range(p, len(kinds))))
+    head = kinds[:period]
+    if any(kind not in ORDERED_KINDS for kind in head):
+        return {}
+    several = [kind for kind in ORDERED_KINDS if head.count(kind) > 1]
+    if len(several) > 1:
+        return {}
+    out = {"layer_period": period}
+    for kind in ORDERED_KINDS:
+        if head.count(kind) == 1:
+            out[f"{kind}_offset"] = head.index(kind)
+    return out
 
 
 def _is_scoped(name: str) -> bool:
