@@ -273,23 +273,28 @@ ORDERED_KINDS = ("full", "sliding", "ssm")
 
 
 def layer_order(kinds: list) -> dict:
-    """The repetition of a layer pattern, when an engine can place its layers
+    """Where a layer pattern puts each kind, when an engine can place layers
     from it: the shortest period the sequence repeats with (a last, shorter
-    repeat allowed), made of full, sliding and ssm layers only, each kind but
-    at most one appearing once per period.  Gives `layer_period` and the
-    position in the period of each kind that appears once (`full_offset`, ...);
+    repeat allowed), made of full, sliding and ssm layers only, in which every
+    kind but at most one fills one run of consecutive positions.  Gives
+    `layer_period` and each such kind's run (`full_start`, `full_run`, ...);
     nothing when the pattern has no such period."""
     period = next(p for p in range(1, len(kinds) + 1) if all(kinds[i] == kinds[i - p] for i in range(p, len(kinds))))
     head = kinds[:period]
     if any(kind not in ORDERED_KINDS for kind in head):
         return {}
-    several = [kind for kind in ORDERED_KINDS if head.count(kind) > 1]
-    if len(several) > 1:
+    runs = {}
+    for kind in ORDERED_KINDS:
+        where = [i for i, k in enumerate(head) if k == kind]
+        if where and where[-1] - where[0] + 1 == len(where):
+            runs[kind] = (where[0], len(where))
+    present = {kind for kind in head}
+    if len(present - set(runs)) > 1:
         return {}
     out = {"layer_period": period}
-    for kind in ORDERED_KINDS:
-        if head.count(kind) == 1:
-            out[f"{kind}_offset"] = head.index(kind)
+    for kind, (start, length) in runs.items():
+        out[f"{kind}_start"] = start
+        out[f"{kind}_run"] = length
     return out
 
 
