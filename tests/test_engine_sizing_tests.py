@@ -116,3 +116,18 @@ def test_the_deciding_stage_matches_vllms_grouping(model, tmp_path):
         values = evaluate_paths([str(spec)], [parse_setting(f"d.gpus={pp}"), parse_setting(f"d.pipeline_stages={pp}"),
                                               parse_setting(f"d.speculative_layers={draft}")])[1]
         assert values[("d", "vllm.group_size")] == block_layers(PATTERNS[model], pp, draft), (model, pp, draft)
+
+
+ORDER = ("layer_period", "full_start", "full_run", "sliding_start", "sliding_run", "ssm_start", "ssm_run")
+
+
+@pytest.mark.parametrize("model,order", [
+    ("gpt_oss_120b", (2, 1, 1, 0, 1, 0, 0)),            # [sliding, full] * 18
+    ("gemma_3_27b_it", (6, 5, 1, 0, 5, 0, 0)),          # [[sliding] * 5, full] * 10 + [sliding] * 2
+    ("jamba_v0_1", (8, 4, 1, 0, 0, 0, 0)),              # ssm scattered around the one full layer: the rest
+    ("nvidia_nemotron_3_nano_4b_bf16", (0, 0, 0, 0, 0, 0, 0)),   # irregular, with MLP-only layers: not described
+    ("mistral_7b_v0_1", (1, 0, 0, 0, 1, 0, 0)),         # [sliding(4096)] * 32
+])
+def test_a_layer_pattern_gives_the_order_of_its_kinds(model, order):
+    values = evaluate_paths([str(ROOT / "specs" / "models" / f"{model}.kvspec")], [])[1]
+    assert tuple(values[(model, cell)] for cell in ORDER) == order
