@@ -288,7 +288,7 @@ def layer_order(kinds: list) -> dict:
         where = [i for i, k in enumerate(head) if k == kind]
         if where and where[-1] - where[0] + 1 == len(where):
             runs[kind] = (where[0], len(where))
-    present = {kind for kind in head}
+    present = set(head)
     if len(present - set(runs)) > 1:
         return {}
     out = {"layer_period": period}
