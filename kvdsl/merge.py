@@ -279,7 +279,7 @@ def layer_order(kinds: list) -> dict:
     kind but at most one fills one run of consecutive positions.  Gives
     `layer_period` and each such kind's run (`full_start`, `full_run`, ...);
     nothing when the pattern has no such period."""
-    period = next(p for p in range(1, len(kinds) + 1) if all(kinds[i] == kinds[i - p] for i in range(p, len(kinds))))
+    period = len(kinds) - _border(kinds)
     head = kinds[:period]
     if any(kind not in ORDERED_KINDS for kind in head):
         return {}
@@ -296,6 +296,19 @@ def layer_order(kinds: list) -> dict:
         out[f"{kind}_start"] = start
         out[f"{kind}_run"] = length
     return out
+
+
+def _border(items: list) -> int:
+    """The length of the longest proper prefix of `items` that is also its suffix (KMP)."""
+    border = [0] * len(items)
+    k = 0
+    for i in range(1, len(items)):
+        while k and items[i] != items[k]:
+            k = border[k - 1]
+        if items[i] == items[k]:
+            k += 1
+        border[i] = k
+    return border[-1] if items else 0
 
 
 def _is_scoped(name: str) -> bool:
