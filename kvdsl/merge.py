@@ -243,6 +243,9 @@ class Merger:
                 out["window"] = dataclasses.replace(cell, name="window", form="rule", expr=wnum, layers=())
             for name, value in shape.items():
                 out[name] = dataclasses.replace(cell, name=name, form="rule", expr=value, layers=())
+            if "layer_period" in known:
+                for name, value in layer_order([layer.kind for layer in cell.layers]).items():
+                    out[name] = dataclasses.replace(cell, name=name, form="rule", expr=m.Num(Fraction(value), NUMBER, cell.span), layers=())
         for name, cell in list(out.items()):
             explicit = cells.get(name)
             if explicit is None:
@@ -305,6 +308,48 @@ SHAPE_SETTINGS = {
     "k_head_dim": ("k_head_dim",),
     "v_head_dim": ("v_head_dim",),
 }
+
+
+ORDERED_KINDS = ("full", "sliding", "ssm")
+
+
+def layer_order(kinds: list) -> dict:
+    """Where a layer pattern puts each kind, when an engine can place layers
+    from it: the shortest period the sequence repeats with (a last, shorter
+    repeat allowed), made of full, sliding and ssm layers only, in which every
+    kind but at most one fills one run of consecutive positions.  Gives
+    `layer_period` and each such kind's run (`full_start`, `full_run`, ...);
+    nothing when the pattern has no such period."""
+    period = len(kinds) - _border(kinds)
+    head = kinds[:period]
+    if any(kind not in ORDERED_KINDS for kind in head):
+        return {}
+    runs = {}
+    for kind in ORDERED_KINDS:
+        where = [i for i, k in enumerate(head) if k == kind]
+        if where and where[-1] - where[0] + 1 == len(where):
+            runs[kind] = (where[0], len(where))
+    present = set(head)
+    if len(present - set(runs)) > 1:
+        return {}
+    out = {"layer_period": period}
+    for kind, (start, length) in runs.items():
+        out[f"{kind}_start"] = start
+        out[f"{kind}_run"] = length
+    return out
+
+
+def _border(items: list) -> int:
+    """The length of the longest proper prefix of `items` that is also its suffix (KMP)."""
+    border = [0] * len(items)
+    k = 0
+    for i in range(1, len(items)):
+        while k and items[i] != items[k]:
+            k = border[k - 1]
+        if items[i] == items[k]:
+            k += 1
+        border[i] = k
+    return border[-1] if items else 0
 
 
 def _is_scoped(name: str) -> bool:

@@ -242,7 +242,7 @@ def test_compare_explains_a_hybrid_mamba_deployment():
     assert "block_size = max(deployment.block_size, 16 tokens * ceil(state_bytes / (16 tokens * bytes_per_token_per_layer)))" in out
     assert "= 992 tokens" in out
     assert "groups = full_groups + sliding_groups + state_groups = 1 + 0 + 6 = 7" in out
-    assert "group_size = min(full_layers, layers, state_layers) = min(4, 25, 21) = 4" in out
+    assert "state_groups = ceil(model_state_layers / model_group_size) = ceil(21 / 4) = 6" in out
     assert "floor(1,473 / 7) * 992 tokens = 208,320 tokens" in out and "1,473 / 15 = 98.2" in out
     assert "pages_per_request = full_groups * full_pages + sliding_groups * sliding_pages + state_groups * state_pages" in out
 
