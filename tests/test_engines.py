@@ -363,7 +363,7 @@ def test_sparse_attention_indexer_bytes_per_token(tmp_path):
     # the latent: (512 + 64) x 2 bytes = 1152; with the indexer 1284 per layer, x 61 = 78,324 bytes a token,
     # the same on every GPU (MLA and the indexer keys are not split by TP)
     assert v["model.kv_bytes_per_token"] == 61 * (576 * 2 + 132) == 78324
-    # the deployment's ideal answers count the latent only (61 x 1152 = 70,272 bytes): see docs/engines-sglang-llamacpp.md
+    # the deployment's ideal answers count the latent only (61 x 1152 = 70,272 bytes): see docs/engines.md
     assert v["ideal.kv_bytes_per_token_per_gpu"] == 61 * 1152 == 70272
     # SGLang's cell_size: (512 + 64) x 61 x 2 + (128 + 4) x 61 x 1 (get_cell_size_per_token), pages of 64 tokens
     assert v["sglang.kv_bytes_per_token_per_gpu"] == 576 * 61 * 2 + 132 * 61 == 78324
