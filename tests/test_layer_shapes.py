@@ -129,3 +129,19 @@ def test_pool_engines_price_a_token_in_each_kinds_shape(tmp_path, engine):
     _, vals = evaluate_paths([str(path)])
     d = {k[1]: v for k, v in vals.items() if k[0] == "on_h100"}
     assert d["engine_kv_bytes_per_token_per_gpu"] == 880 * KIB
+
+
+def test_vllm_pads_pages_to_the_larger_kind(tmp_path):
+    """vLLM (kv_cache_utils.py unify_kv_cache_spec_page_size): 16 local tokens of 16 x 512 x 2 B make a
+    256 KiB page; a global layer's token is 4 x 1024 x 2 B = 8 KiB, so its block holds 32 tokens."""
+    text = f'import "{CATALOG}"\n' + GEMMA4.format(extra="", gpus=1).replace("context = 16K", "context = 16K\n    engine = vllm")
+    path = tmp_path / "g4.kvspec"
+    path.write_text(text)
+    _, vals = evaluate_paths([str(path)])
+    d = {k[1]: v for k, v in vals.items() if k[0] == "on_h100"}
+    assert d["vllm.page_bytes"] == 256 * KIB
+    assert (d["vllm.sliding_block_size"], d["vllm.block_size"]) == (16, 32)
+    # 50 sliding layers in 5 groups of 10 and the 10 full ones in a sixth
+    assert (d["vllm.groups"], d["vllm.group_size"]) == (6, 10)
+    # a request of 16K tokens: 512 full pages, ceil((1023 + 8192) / 16) + 1 = 577 pages in each sliding group
+    assert d["vllm.pages_per_request"] == 512 + 5 * 577
