@@ -11,7 +11,7 @@ import pytest
 from fuzz import CATEGORIES, run
 from fuzz.runner import judge, quoted_lines_agree
 
-CASES = 400
+CASES = 250
 
 
 @pytest.fixture(scope="module")

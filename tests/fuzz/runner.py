@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 CATEGORIES = ("spec", "set", "args", "config", "odd_file", "collide")
 WEIGHTS = (45, 12, 10, 20, 5, 8)
 POSITION = re.compile(r"^(.+?):(\d+):(\d+): (?:error|warning): ")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # shown as U+FFFD when a file holds binary data
 SHOWN = 160  # characters of a source line an error shows (kvdsl.errors.MAX_SHOWN)
 
 
@@ -141,7 +142,11 @@ def make_case(ws: Workspace, index: int, seed: int):
             args = [command, str(target)]
             junk = {"solve": lambda: ["--for", rng.choice(m.CELLS)], "sweep": lambda: ["--vary", rng.choice(m.VARY)],
                     "explain": lambda: [rng.choice(m.CELLS), "--depth", str(rng.choice([-1, 0, 1, 10**30]))],
-                    "export": lambda: ["-o", rng.choice([str(out / "w.xlsx"), str(out), str(out / "x.txt"), "/nonexistent/w.xlsx"])]}
+                    "export": lambda: ["-o", rng.choice([str(out / "w.xlsx"), str(out), str(out / "x.txt"), "/nonexistent/w.xlsx"])],
+                    "table": lambda: [rng.choice(["--context", "--kv-dtype"]), rng.choice(m.NUMBERS + m.TOKENS + ["FP8", "q4_0"])],
+                    "eval": lambda: ["--set", rng.choice(m.JUNK_SETS), "--set", rng.choice(m.JUNK_SETS)]}
+            if command == "solve" and rng.random() < 0.5:
+                args += ["--symbolic", rng.choice(m.CELLS)]
             args += junk.get(command, lambda: [])()
             args += rng.choice([[], ["--block", rng.choice(["nope", "l4", "fp8", "", "A" * 300])],
                                 ["--set", rng.choice(m.JUNK_SETS)], ["--vary", "batch=1:2"], ["--nope"]])
@@ -208,13 +213,15 @@ def quoted_lines_agree(output: str) -> str | None:
             text = path.read_bytes().decode("utf-8", errors="replace")
         except OSError:
             continue
+        text = text[1:] if text.startswith("\ufeff") else text
         source = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         number = int(where.group(2))
         if number > len(source):
             return f"line {number} of {shown} does not exist"
         expected = source[number - 1]
         expected = (expected.expandtabs(1) if "\t" in expected else expected).rstrip("\n")
-        quoted = lines[i + 1][4:]
+        quoted = CONTROL.sub("\ufffd", lines[i + 1][4:])
+        expected = CONTROL.sub("\ufffd", expected)
         if len(expected) > SHOWN:
             if quoted.strip(".") not in expected:
                 return f"{shown}:{number}: quoted {quoted[:80]!r}, not a window of that line"
