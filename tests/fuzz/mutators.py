@@ -39,10 +39,10 @@ def mutate_text(rng: random.Random, text: str) -> tuple[str, str]:
     """One random edit of a spec's text, and the edit's name."""
     kind = rng.choice(["byte_flip", "delete", "insert", "token", "number", "name_case", "nesting",
                        "line_endings", "separator", "duplicate_line", "truncate", "collide", "swap_lines"])
-    if not text:
-        return rng.choice(TOKENS) * rng.randint(1, 5), kind
+    if not text.strip():
+        return text + rng.choice(TOKENS) * rng.randint(1, 5), kind
     if kind == "byte_flip":
-        data = bytearray(text.encode("utf-8"))
+        data = bytearray(text.encode("utf-8", errors="surrogateescape"))
         for _ in range(rng.randint(1, 4)):
             data[rng.randrange(len(data))] ^= 1 << rng.randrange(8)
         return data.decode("utf-8", errors="surrogateescape"), kind
@@ -65,6 +65,8 @@ def mutate_text(rng: random.Random, text: str) -> tuple[str, str]:
         return text[: m.start()] + rng.choice(NUMBERS) + text[m.end():], kind
     if kind == "name_case":
         names = list(NAME.finditer(text))
+        if not names:
+            return text + "\nlet Llama = 1\nlet llama = 2\n", kind
         m = rng.choice(names)
         new = rng.choice([m.group().upper(), m.group().capitalize(), m.group().swapcase()])
         return text[: m.start()] + new + text[m.end():], kind
@@ -160,7 +162,7 @@ def mutate_config(rng: random.Random, config: dict, text: str) -> tuple[str, str
     elif kind == "truncate":
         return text[: rng.randrange(len(text))], kind
     else:
-        raw = bytearray(text.encode())
+        raw = bytearray(text.encode("utf-8", errors="surrogateescape"))
         for _ in range(rng.randint(1, 3)):
             raw[rng.randrange(len(raw))] ^= 1 << rng.randrange(8)
         return raw.decode("utf-8", errors="surrogateescape"), kind
