@@ -21,12 +21,17 @@ def main() -> int:
 
     def progress(index, report):
         done = index - options.start + 1
+        if len(report.failures) > progress.shown:
+            for failure in report.failures[progress.shown:]:
+                print("FAIL #{} [{}] {}: {}\n    {}".format(*failure[:4], failure[4].replace("\n", "\n    ")), file=sys.stderr, flush=True)
+            progress.shown = len(report.failures)
         if options.verbose:
             print(f"#{index} {report.last[0]:.2f} s {report.last[1]}", file=sys.stderr, flush=True)
         if done % 500 == 0:
             head = "\n  ".join(report.summary().split("\n")[:4])
             print(f"[{time.time() - began:7.0f} s] {done:,} cases\n  {head}", file=sys.stderr, flush=True)
 
+    progress.shown = 0
     report = run(options.cases, options.seed, options.timeout, options.start, progress)
     print(report.summary())
     print(f"wall time: {time.time() - began:.0f} s")

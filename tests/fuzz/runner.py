@@ -220,8 +220,8 @@ def quoted_lines_agree(output: str) -> str | None:
             return f"line {number} of {shown} does not exist"
         expected = source[number - 1]
         expected = (expected.expandtabs(1) if "\t" in expected else expected).rstrip("\n")
-        quoted = CONTROL.sub("\ufffd", lines[i + 1][4:])
-        expected = CONTROL.sub("\ufffd", expected)
+        quoted = CONTROL.sub("\ufffd", lines[i + 1][4:]).lstrip("\ufeff")
+        expected = CONTROL.sub("\ufffd", expected).lstrip("\ufeff")
         if len(expected) > SHOWN:
             if quoted.strip(".") not in expected:
                 return f"{shown}:{number}: quoted {quoted[:80]!r}, not a window of that line"
