@@ -16,3 +16,17 @@ def cli(*args, code=None):
     if code is not None:
         assert result.exit_code == code, (result.exit_code, result.output[-3000:])
     return result
+
+
+def timed(*args, code=None):
+    """(the result of `kvdsl ARGS`, its wall time in seconds)."""
+    import time
+
+    started = time.perf_counter()
+    result = cli(*args, code=code)
+    return result, time.perf_counter() - started
+
+
+def check_seconds(path) -> float:
+    """The wall time of `kvdsl check PATH` now: a yardstick that a busy machine slows as much as the command measured."""
+    return timed("check", path, code=0)[1]

@@ -8,10 +8,10 @@ from math import ceil, floor
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from kvdsl.api import evaluate_paths, parse_setting
-from kvdsl.cli import main
+
+from cli_helpers import cli as shared_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"
@@ -24,10 +24,7 @@ HARDWARE = 'hardware h "H" {\n    memory = 80 GiB; bandwidth = 1 TB/s\n}\n'
 
 
 def cli(*args, code=0):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
-    assert result.exit_code == code, result.output
-    return result
+    return shared_cli(*args, code=code)
 
 
 def block_values(path, block, *settings):

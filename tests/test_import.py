@@ -7,12 +7,12 @@ import random
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
 from kvdsl.api import evaluate_paths
-from kvdsl.cli import main
 from kvdsl.errors import ConfigError, KvdslError
 from kvdsl.hf import import_config, layer_pattern
+
+from cli_helpers import cli as shared_cli
 from test_configs import SPEC_OF as CATALOG_SPEC  # shared config -> the catalog spec it must agree with
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,10 +51,7 @@ needs_shared = pytest.mark.skipif(not SHARED_ORIGINALS.is_dir(), reason="../shar
 
 
 def cli(*args, code=0):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
-    assert result.exit_code == code, result.output
-    return result
+    return shared_cli(*args, code=code)
 
 
 def write_config(tmp_path: Path, data, name="org__Model-7B.json") -> Path:

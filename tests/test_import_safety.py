@@ -18,6 +18,8 @@ from kvdsl.hf import MAX_NAME, import_all, import_config, prelude_blocks, visibl
 from kvdsl.model import Block
 from kvdsl.parser import parse_text
 
+from cli_helpers import cli as shared_cli
+
 ROOT = Path(__file__).resolve().parents[1]
 
 BASE = {"model_type": "llama", "num_hidden_layers": 4, "num_attention_heads": 8, "num_key_value_heads": 2,
@@ -117,10 +119,7 @@ def test_error_only_strings_are_shown_on_one_line(tmp_path, text):
 # ---------------------------------------------------------------- the options
 
 def cli(*args, code):
-    result = CliRunner().invoke(main, [str(a) for a in args])
-    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
-    assert result.exit_code == code, result.output
-    return result.output
+    return shared_cli(*args, code=code).output
 
 
 @pytest.fixture

@@ -1,0 +1,332 @@
+"""Run generated cases through every kvdsl command in-process and judge each result.
+
+A case fails on a Python traceback, an internal error (exit 3), an exit status
+other than 0, 1 or 2, a hang (more than the per-case timeout), a positioned
+error whose quoted line is not that line of the file, an imported config that
+writes anything but one model block, or a workbook exported although two of
+its names differ only by case.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from . import mutators as m
+
+ROOT = Path(__file__).resolve().parents[2]
+CATEGORIES = ("spec", "set", "args", "config", "odd_file", "collide")
+WEIGHTS = (45, 12, 10, 20, 5, 8)
+POSITION = re.compile(r"^(.+?):(\d+):(\d+): (?:error|warning): ")
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # shown as U+FFFD when a file holds binary data
+SHOWN = 160  # characters of a source line an error shows (kvdsl.errors.MAX_SHOWN)
+
+
+class Hang(BaseException):
+    """Raised in the main thread when a case runs past its timeout."""
+
+
+@dataclass
+class Report:
+    cases: Counter = field(default_factory=Counter)
+    failures: list = field(default_factory=list)  # (index, category, what, description, excerpt)
+    hangs: int = 0
+    slowest: tuple = (0.0, None, "")
+    exits: Counter = field(default_factory=Counter)
+    last: tuple = (0.0, "")
+
+    def summary(self) -> str:
+        lines = [f"cases: {sum(self.cases.values()):,} (" + ", ".join(f"{k} {v:,}" for k, v in sorted(self.cases.items())) + ")",
+                 "exit statuses: " + ", ".join(f"{k}: {v:,}" for k, v in sorted(self.exits.items())),
+                 f"failures: {len(self.failures)} (internal errors {sum(1 for f in self.failures if f[2] == 'internal error')}, "
+                 f"hangs {self.hangs})",
+                 f"slowest case: {self.slowest[0]:.2f} s, #{self.slowest[1]}: {self.slowest[2]}"]
+        for index, category, what, description, excerpt in self.failures[:50]:
+            lines.append(f"FAIL #{index} [{category}] {what}: {description}\n    " + excerpt.replace("\n", "\n    "))
+        return "\n".join(lines)
+
+
+class Workspace:
+    """A private copy of specs/ and tests/configs/, and a private parse cache."""
+
+    def __init__(self):
+        self.root = Path(tempfile.mkdtemp(prefix="kvdsl-fuzz-"))
+        shutil.copytree(ROOT / "specs", self.root / "specs")
+        shutil.copytree(ROOT / "tests" / "configs", self.root / "configs")
+        (self.root / "out").mkdir()
+        self.specs = sorted(p for p in (self.root / "specs").rglob("*.kvspec") if p.name != "catalog.kvspec")
+        self.configs = sorted((self.root / "configs").glob("*.json"))
+        self.texts = {p: p.read_text(encoding="utf-8") for p in self.specs + self.configs}
+        self._env = os.environ.get("KVDSL_CACHE_DIR")
+
+    def __enter__(self):
+        import kvdsl.cache
+
+        os.environ["KVDSL_CACHE_DIR"] = str(self.root / "cache")
+        kvdsl.cache.directory.cache_clear()
+        return self
+
+    def __exit__(self, *exc):
+        import kvdsl.cache
+
+        if self._env is None:
+            os.environ.pop("KVDSL_CACHE_DIR", None)
+        else:
+            os.environ["KVDSL_CACHE_DIR"] = self._env
+        kvdsl.cache.directory.cache_clear()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def clean_out(self):
+        for p in (self.root / "out").iterdir():
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink()
+
+
+def spec_command(rng: random.Random, path: Path, out: Path) -> list[str]:
+    """A command over one spec, chosen by what the spec holds."""
+    p = str(path)
+    kind = path.parent.name
+    if kind != "deployments" and kind != "engine_logs":
+        return rng.choice([["check", p], ["eval", p], ["eval", p, "--json"], ["table", p], ["table", p, "--csv"],
+                           ["explain", p, rng.choice(["layers", "kv_heads", "params", "memory", "bytes"])],
+                           ["export", p, "-o", str(out / "w.xlsx")]])
+    return rng.choice([["check", p], ["eval", p], ["eval", p, "--json", "--all"],
+                       ["solve", p, "--for", rng.choice(["batch", "context", "gpus"])],
+                       ["sweep", p, "--vary", rng.choice(["batch=1:4", "context=1K:8K:x2", "gpus=1:8", "utilization=0.5:0.9:0.1"])],
+                       ["explain", p, rng.choice(["batch", "kv_cache_per_sequence", "context", "fits"])],
+                       ["compare", p], ["compare", p, "--json"], ["export", p, "-o", str(out / "w.xlsx")]])
+
+
+def make_case(ws: Workspace, index: int, seed: int):
+    """Case number `index`: (category, description, files to write {path: bytes}, argument list)."""
+    rng = random.Random(f"{seed}:{index}")
+    category = rng.choices(CATEGORIES, WEIGHTS)[0]
+    out = ws.root / "out"
+    if category in ("spec", "set", "args", "collide"):
+        original = rng.choice(ws.specs)
+        target = original.with_name("fuzz_case.kvspec")
+        text = ws.texts[original]
+        if category == "spec":
+            edits = []
+            for _ in range(rng.choice([1, 1, 1, 2, 3])):
+                text, edit = m.mutate_text(rng, text)
+                edits.append(edit)
+            args = spec_command(rng, target, out)
+            what = f"{'+'.join(edits)} of {original.relative_to(ws.root)}"
+        elif category == "collide":
+            text = m.collide_names(rng, text)
+            args = rng.choice([["export", str(target), "-o", str(out / "w.xlsx")], ["check", str(target)]])
+            what = f"case-colliding names in {original.relative_to(ws.root)}"
+        elif category == "set":
+            args = spec_command(rng, target, out)
+            for _ in range(rng.randint(1, 2)):
+                args += ["--set", rng.choice(m.JUNK_SETS)]
+            what = f"junk --set on {original.relative_to(ws.root)}"
+        else:
+            command = rng.choice(["solve", "sweep", "explain", "compare", "eval", "table", "export"])
+            args = [command, str(target)]
+            junk = {"solve": lambda: ["--for", rng.choice(m.CELLS)], "sweep": lambda: ["--vary", rng.choice(m.VARY)],
+                    "explain": lambda: [rng.choice(m.CELLS), "--depth", str(rng.choice([-1, 0, 1, 10**30]))],
+                    "export": lambda: ["-o", rng.choice([str(out / "w.xlsx"), str(out), str(out / "x.txt"), "/nonexistent/w.xlsx"])],
+                    "table": lambda: [rng.choice(["--context", "--kv-dtype"]), rng.choice(m.NUMBERS + m.TOKENS + ["FP8", "q4_0"])],
+                    "eval": lambda: ["--set", rng.choice(m.JUNK_SETS), "--set", rng.choice(m.JUNK_SETS)]}
+            if command == "solve" and rng.random() < 0.5:
+                args += ["--symbolic", rng.choice(m.CELLS)]
+            args += junk.get(command, lambda: [])()
+            args += rng.choice([[], ["--block", rng.choice(["nope", "l4", "fp8", "", "A" * 300])],
+                                ["--set", rng.choice(m.JUNK_SETS)], ["--vary", "batch=1:2"], ["--nope"]])
+            what = f"junk arguments on {original.relative_to(ws.root)}"
+        return category, what, {target: m.dumps_text(text)}, args, None
+    if category == "config":
+        original = rng.choice(ws.configs)
+        text, edit = m.mutate_config(rng, None, ws.texts[original])
+        target = original.with_name("fuzz_case.json")
+        args = ["import", str(target)]
+        if rng.random() < 0.3:
+            args += ["--name", m.odd_name(rng)]
+        if rng.random() < 0.3:
+            args += ["--title", m.odd_name(rng)]
+        if rng.random() < 0.3:
+            args += ["--strict"]
+        written = None
+        if rng.random() < 0.5:
+            written = out / "imported.kvspec"
+            args += ["-o", str(written)]
+        return category, f"{edit} of {original.name}", {target: m.dumps_text(text)}, args, written
+    # odd files
+    odd = out / "odd.kvspec"
+    kind = rng.choice(["empty", "binary", "nul", "bom", "latin1", "long_line", "directory", "fifo", "loop",
+                       "missing", "dev_null", "only_comment", "cr_only"])
+    command = rng.choice(["check", "eval", "table", "import", "explain", "compare", "solve", "sweep", "export"])
+    extra = {"explain": ["batch"], "solve": ["--for", "batch"], "sweep": ["--vary", "batch=1:2"],
+             "export": ["-o", str(out / "w.xlsx")]}.get(command, [])
+    contents = {"empty": b"", "binary": bytes(rng.randrange(256) for _ in range(300)), "nul": b"model a {\0}\n",
+                "bom": b"\xef\xbb\xbfmodel m \"M\" {\n layers = 1\n}\n", "latin1": "let caf\xe9 = 1\n".encode("latin-1"),
+                "long_line": b"let x = " + b"1 + " * 50000 + b"1\n", "only_comment": b"# nothing here",
+                "cr_only": b"let a = 1\rlet b = a +\rlet c = 2\r"}
+    files = {}
+    if kind in contents:
+        files[odd] = contents[kind]
+        path = str(odd)
+    elif kind == "directory":
+        path = str(ws.root / "specs")
+    elif kind == "fifo":
+        with contextlib.suppress(FileExistsError):
+            os.mkfifo(odd)
+        path = str(odd)
+    elif kind == "loop":
+        with contextlib.suppress(FileExistsError):
+            os.symlink(odd, odd)
+        path = str(odd)
+    elif kind == "missing":
+        path = str(out / "missing.kvspec")
+    else:
+        path = "/dev/null"
+    return category, f"{kind} file to {command}", files, [command, path, *extra], None
+
+
+def quoted_lines_agree(output: str) -> str | None:
+    """None if every positioned message quotes its own line; else what is wrong."""
+    lines = output.split("\n")
+    for i, line in enumerate(lines[:-1]):
+        where = POSITION.match(line)
+        if not where or not lines[i + 1].startswith("    "):
+            continue
+        shown = where.group(1)
+        path = ROOT / shown if shown.startswith("kvdsl/prelude/") else Path(shown)
+        try:
+            text = path.read_bytes().decode("utf-8", errors="replace")
+        except OSError:
+            continue
+        text = text[1:] if text.startswith("\ufeff") else text
+        source = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+        number = int(where.group(2))
+        if number > len(source):
+            return f"line {number} of {shown} does not exist"
+        expected = source[number - 1]
+        expected = (expected.expandtabs(1) if "\t" in expected else expected).rstrip("\n")
+        quoted = CONTROL.sub("\ufffd", lines[i + 1][4:]).lstrip("\ufeff")
+        expected = CONTROL.sub("\ufffd", expected).lstrip("\ufeff")
+        if len(expected) > SHOWN:
+            if quoted.strip(".") not in expected:
+                return f"{shown}:{number}: quoted {quoted[:80]!r}, not a window of that line"
+        elif quoted != expected:
+            return f"{shown}:{number}: quoted {quoted[:80]!r}, the line is {expected[:80]!r}"
+    return None
+
+
+def judge(result, case) -> str | None:
+    category, what, files, args, written = case
+    output = result.output
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        return f"traceback: {type(result.exception).__name__}: {result.exception}"[:300]
+    if "Traceback (most recent call last)" in output:
+        return "traceback"
+    if result.exit_code == 3 or "internal error" in output:
+        return "internal error"
+    if result.exit_code not in (0, 1, 2):
+        return f"exit status {result.exit_code}"
+    wrong = quoted_lines_agree(result.stderr)
+    if wrong:
+        return f"wrong quoted line: {wrong}"
+    if category == "collide" and args[0] == "export" and result.exit_code == 0:
+        return "workbook exported with names that differ only by case"
+    if written is not None and result.exit_code == 0:
+        text = written.read_text(encoding="utf-8")
+        blocks = re.findall(r"^\S.*", text, re.M)
+        live = [b for b in blocks if not b.startswith("#")]
+        if len(live) != 2 or not live[0].startswith("model ") or live[1] != "}":
+            return f"imported spec holds more than one model block: {live[:4]}"
+    return None
+
+
+class Watchdog:
+    """SIGALRM interrupts a slow case; a thread ends the process if even that does not return."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self.deadline = None
+        self.label = ""
+        threading.Thread(target=self._watch, daemon=True).start()
+
+    def _watch(self):
+        while True:
+            time.sleep(1)
+            deadline = self.deadline
+            if deadline is not None and time.monotonic() > deadline + 4 * self.timeout:
+                sys.stderr.write(f"\nfuzz: HANG (not interruptible) in {self.label}\n")
+                sys.stderr.flush()
+                os._exit(4)
+
+    @contextlib.contextmanager
+    def watch(self, label: str):
+        def alarm(signum, frame):
+            raise Hang()
+
+        previous = signal.signal(signal.SIGALRM, alarm)
+        self.label, self.deadline = label, time.monotonic()
+        signal.setitimer(signal.ITIMER_REAL, self.timeout)
+        try:
+            yield
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.signal(signal.SIGALRM, previous)
+            self.deadline = None
+
+
+def run(cases: int, seed: int = 0, timeout: float = 20.0, start: int = 0, progress=None) -> Report:
+    """Run cases number start .. start+cases-1 of the run `seed`."""
+    from kvdsl.cli import main
+
+    report = Report()
+    runner = CliRunner()
+    dog = Watchdog(timeout)
+    with Workspace() as ws:
+        for index in range(start, start + cases):
+            case = make_case(ws, index, seed)
+            category, what, files, args, written = case
+            shown = " ".join(a if len(a) < 60 else a[:57] + "..." for a in args)
+            description = f"{what}: kvdsl {shown}".replace(str(ws.root) + "/", "")
+            for path, data in files.items():
+                path.write_bytes(data)
+            began = time.perf_counter()
+            try:
+                with dog.watch(f"#{index} {description}"):
+                    result = runner.invoke(main, args)
+                failure = judge(result, case)
+                excerpt = result.output[-600:]
+            except Hang:
+                failure, excerpt = "hang", f"more than {timeout:g} s"
+                report.hangs += 1
+                result = None
+            elapsed = time.perf_counter() - began
+            report.cases[category] += 1
+            report.last = (elapsed, description)
+            if result is not None:
+                report.exits[result.exit_code] += 1
+            if elapsed > report.slowest[0]:
+                report.slowest = (elapsed, index, description)
+            if failure:
+                report.failures.append((index, category, failure, description, excerpt.replace(str(ws.root) + "/", "")))
+            for path in files:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+            ws.clean_out()
+            if progress:
+                progress(index, report)
+    return report
