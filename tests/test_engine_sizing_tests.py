@@ -153,5 +153,5 @@ def test_pages_that_do_not_divide_are_refused(tmp_path):
     with pytest.raises(KvdslError) as caught:
         evaluate_paths([str(spec)], [])
     errors = flatten(caught.value)
-    assert any("sliding_bytes_per_token_per_layer" in e.message for e in errors), [e.message for e in errors]
+    assert any("vllm.page_ratio" in e.message for e in errors), [e.message for e in errors]
     assert all(e.span is not None for e in errors)
