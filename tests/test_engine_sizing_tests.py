@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 
 from kvdsl.api import evaluate_paths, parse_setting
-from kvdsl.errors import KvdslError, flatten
 
 ROOT = Path(__file__).resolve().parents[1]
 ENGINE_TESTS = ROOT / "tests" / "engine_tests"
@@ -134,24 +133,3 @@ def test_a_layer_pattern_gives_the_order_of_its_kinds(model, order):
     values = evaluate_paths([str(ROOT / "specs" / "models" / f"{model}.kvspec")], [])[1]
     assert tuple(values[(model, cell)] for cell in ORDER) == order
 
-
-# ---------------------------------------------------------------- pages that do not divide
-
-def test_pages_that_do_not_divide_are_refused(tmp_path):
-    """test_kv_cache_utils.py::test_get_kv_cache_config_one_worker, "different hidden
-    size that cannot be aligned by using different block size": a full layer of
-    head 64 (16,384-byte page) beside a sliding layer of head 96 (24,576 bytes)
-    is vLLM's NotImplementedError; the rules refuse it with a positioned error."""
-    spec = tmp_path / "pages.kvspec"
-    spec.write_text(
-        f'import "{ENGINE_TESTS / "models.kvspec"}"\n'
-        'model t_odd "layer_1 full head 64, layer_2 sliding head 96" extends t_full {\n'
-        '    layer_kinds = [full, sliding(1, head_dim = 96)]\n}\n'
-        'deployment d "pages that do not divide" {\n'
-        '    model = t_odd\n    hardware = h100_sxm\n    engine = vllm\n    context = 16\n'
-        '    kv_cache_memory_bytes = 1048576 B\n}\n')
-    with pytest.raises(KvdslError) as caught:
-        evaluate_paths([str(spec)], [])
-    errors = flatten(caught.value)
-    assert any("vllm.page_ratio" in e.message for e in errors), [e.message for e in errors]
-    assert all(e.span is not None for e in errors)
