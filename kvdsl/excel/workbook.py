@@ -29,7 +29,7 @@ from ..errors import ExportError
 from ..graph import Key, Origin, Program
 from ..search import depends_on
 from ..symbolic import Expander
-from ..units import BYTES, TOKENS, Dim
+from ..units import BYTES, TOKENS, USD, Dim
 from .printer import UNBOUNDED, RulePrinter, excel_formula, excel_text_literal
 
 SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines"}
@@ -495,6 +495,8 @@ def _number_format(dim) -> str:
         return '#,##0" tokens"'
     if isinstance(dim, Dim) and dim == Dim((1, 0, 0, -1)):
         return '#,##0" B/s"'
+    if dim == USD:
+        return '#,##0.00" USD"'
     if isinstance(dim, Dim) and not dim.dimensionless:
         return "#,##0.####"
     return "General"
