@@ -28,4 +28,4 @@ def test_money_in_a_spec(tmp_path):
 def test_money_and_time_do_not_add(tmp_path):
     spec = tmp_path / "m.kvspec"
     spec.write_text('model m "m" {\n layers = 1; heads = 1; head_dim = 1; params = 1\n let x = 1 USD + 1 h\n}\n')
-    assert "mix USD and seconds" in cli("eval", spec, code=2).output
+    assert "mix USD and seconds" in cli("eval", spec, code=1).output
