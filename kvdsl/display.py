@@ -62,6 +62,8 @@ def format_value(value, dim) -> str:
     if dim == BYTES:
         return bytes_text(value)
     bytes_exp, tokens, elements, seconds = dim.exponents[:4]
+    if dim == SECONDS and 0 < abs(value) < 1:
+        return f"{float(value) * 1000:,.4g} ms"
     if dim == USD:
         return f"{float(value):,.2f} USD"
     if dim == USD / SECONDS:
