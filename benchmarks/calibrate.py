@@ -108,50 +108,60 @@ def batch_of(table, row, point, max_batch):
     return max(1, min(max_batch, MAX_BATCH))
 
 
-def spec_text(rows, batches):
-    imports = {f"specs/models/{MODELS[r['model_key']]}.kvspec" for _, _, r, _ in rows}
-    imports |= {f"specs/hardware/{GPUS[r['gpu']]}.kvspec" for _, _, r, _ in rows}
+def setup(row, batch):
+    """What a deployment of the row is made of: rows that agree share one."""
+    return (row["model_key"], row["gpu"], row["gpus"], row["pp"] or 1, row["weights_dtype"], row["isl"], row["osl"] or 128, batch)
+
+
+def spec_text(setups):
+    imports = {f"specs/models/{MODELS[s[0]]}.kvspec" for s in setups}
+    imports |= {f"specs/hardware/{GPUS[s[1]]}.kvspec" for s in setups}
     lines = [f'import "{ROOT / p}"' for p in sorted(imports)]
     workloads = set()
-    for i, (table, name, row, point) in enumerate(rows):
-        osl = row["osl"] or 128
-        w = f"w_{row['isl']}_{osl}"
+    for i, (model, gpu, gpus, stages, weights, isl, osl, batch) in enumerate(setups):
+        w = f"w_{isl}_{osl}"
         if w not in workloads:
             workloads.add(w)
-            lines.append(f'workload {w} "{row["isl"]} in, {osl} out" {{ prompt_tokens = {row["isl"]} tokens; output_tokens = {osl} tokens }}')
-        dtype = DTYPES[row["weights_dtype"]]
+            lines.append(f'workload {w} "{isl} in, {osl} out" {{ prompt_tokens = {isl} tokens; output_tokens = {osl} tokens }}')
+        dtype = DTYPES[weights]
         kv = "fp8" if dtype in ("fp8", "nvfp4") else "fp16"
-        # the 8-GPU rows of the Falcon blog state no split: tensor parallel within 8
-        gpus = row["gpus"]
-        stages = row["pp"] or 1
+        # the 8-GPU rows of the Falcon blog state no split: read as tensor parallel over 8
         lines.append(
-            f'deployment r{i} "{name} {row["point_id"]} {row["metric"]}" {{\n'
-            f"    model = {MODELS[row['model_key']]}\n    hardware = {GPUS[row['gpu']]}\n"
+            f'deployment r{i} "{model} on {gpus} x {gpu}" {{\n'
+            f"    model = {MODELS[model]}\n    hardware = {GPUS[gpu]}\n"
             f"    gpus = {gpus}\n    pipeline_stages = {stages}\n    workload = {w}\n"
             f"    weight_dtype = {dtype}\n    kv_dtype = {kv}\n    utilization = 0.95\n"
-            f"    batch = {batches[i]}\n}}")
+            f"    batch = {batch}\n}}")
     return "\n".join(lines) + "\n"
 
 
 def evaluate(rows, batches, settings):
+    """Each row's cells: {cell: value} for the deployment of its setup."""
     from kvdsl.api import evaluate_paths, parse_setting
+    from kvdsl.errors import ErrorList
 
+    keys = [setup(row, batch) for (_, _, row, _), batch in zip(rows, batches)]
+    setups = list(dict.fromkeys(keys))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "benchmarks.kvspec"
-        path.write_text(spec_text(rows, batches))
-        _, values = evaluate_paths([str(path)], [parse_setting(s) for s in settings])
-    return values
+        path.write_text(spec_text(setups))
+        try:
+            _, values = evaluate_paths([str(path)], [parse_setting(s) for s in settings])
+        except ErrorList as errors:
+            raise SystemExit("\n".join(str(e) for e in errors.errors)) from None
+    index = {key: f"r{i}" for i, key in enumerate(setups)}
+    return [lambda cell, block=index[key]: values[(block, cell)] for key in keys]
 
 
 def predict(settings=()):
     """[(table, file, row, predicted, measured)] and the skipped rows."""
     rows, skipped = load_rows()
     first = evaluate(rows, [1] * len(rows), settings)
-    batches = [batch_of(t, r, p, int(first[(f"r{i}", "max_batch")])) for i, (t, _, r, p) in enumerate(rows)]
-    values = evaluate(rows, batches, settings)
+    batches = [batch_of(t, r, p, int(cells("max_batch"))) for (t, _, r, p), cells in zip(rows, first)]
+    second = evaluate(rows, batches, settings)
     out = []
     for i, (table, name, row, point) in enumerate(rows):
-        v = lambda cell: float(values[(f"r{i}", cell)])  # noqa: E731
+        v = lambda cell: float(second[i](cell))  # noqa: E731
         metric = row["metric"]
         if metric in ("ttft", "ttft_mean"):
             predicted = v("ttft_seconds") * 1000
