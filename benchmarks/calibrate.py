@@ -21,7 +21,8 @@ How each kind of table is read:
 - online serving (v0.14): a request rate, not a batch; the concurrency the
   server held is the rate times each request's time in the system (Little's
   law: requests/s x (TTFT + output x ITL)), and the prediction is made at that
-  batch.
+  batch.  TTFT rows of a saturated server (fewer requests served than offered,
+  or every request at once) measure the queue, not the server: skipped.
 A row "per GPU" is compared with output_tokens_per_second_per_gpu, a "total"
 one (and the v0.5.0 "unstated" ones, which only read consistently as totals)
 with output_tokens_per_second.
@@ -92,11 +93,18 @@ def load_rows():
                     reason = f"weights {row['weights_dtype']}"
                 elif (row["tp"] or 1) * (row["pp"] or 1) != row["gpus"] and table != "max throughput":
                     reason = "parallel split not stated"
+                elif row["metric"] == "ttft_mean" and _saturated(row, points[row["point_id"]]):
+                    reason = "TTFT of a saturated server (requests served below the offered rate): queueing, not the server"
                 if reason:
                     skipped.append((name, row, reason))
                 else:
                     rows.append((table, name, row, points[row["point_id"]]))
     return rows, skipped
+
+
+def _saturated(row, point) -> bool:
+    offered = row["request_rate_qps"]
+    return not isinstance(offered, (int, float)) or point["request_throughput"] < 0.95 * offered
 
 
 def batch_of(table, row, point, max_batch):
@@ -108,9 +116,9 @@ def batch_of(table, row, point, max_batch):
     return max(1, min(max_batch, MAX_BATCH))
 
 
-def setup(row, batch):
+def setup(row):
     """What a deployment of the row is made of: rows that agree share one."""
-    return (row["model_key"], row["gpu"], row["gpus"], row["pp"] or 1, row["weights_dtype"], row["isl"], row["osl"] or 128, batch)
+    return (row["model_key"], row["gpu"], row["gpus"], row["pp"] or 1, row["weights_dtype"], row["isl"], row["osl"] or 128)
 
 
 def spec_text(setups):
@@ -118,7 +126,7 @@ def spec_text(setups):
     imports |= {f"specs/hardware/{GPUS[s[1]]}.kvspec" for s in setups}
     lines = [f'import "{ROOT / p}"' for p in sorted(imports)]
     workloads = set()
-    for i, (model, gpu, gpus, stages, weights, isl, osl, batch) in enumerate(setups):
+    for i, (model, gpu, gpus, stages, weights, isl, osl) in enumerate(setups):
         w = f"w_{isl}_{osl}"
         if w not in workloads:
             workloads.add(w)
@@ -130,38 +138,35 @@ def spec_text(setups):
             f'deployment r{i} "{model} on {gpus} x {gpu}" {{\n'
             f"    model = {MODELS[model]}\n    hardware = {GPUS[gpu]}\n"
             f"    gpus = {gpus}\n    pipeline_stages = {stages}\n    workload = {w}\n"
-            f"    weight_dtype = {dtype}\n    kv_dtype = {kv}\n    utilization = 0.95\n"
-            f"    batch = {batch}\n}}")
+            f"    weight_dtype = {dtype}\n    kv_dtype = {kv}\n    utilization = 0.95\n}}")
     return "\n".join(lines) + "\n"
 
 
-def evaluate(rows, batches, settings):
-    """Each row's cells: {cell: value} for the deployment of its setup."""
+def predict(settings=()):
+    """[(table, file, row, batch, predicted, measured)] and the skipped rows."""
     from kvdsl.api import evaluate_paths, parse_setting
     from kvdsl.errors import ErrorList
+    from kvdsl.plan import Point
 
-    keys = [setup(row, batch) for (_, _, row, _), batch in zip(rows, batches)]
-    setups = list(dict.fromkeys(keys))
+    rows, skipped = load_rows()
+    setups = list(dict.fromkeys(setup(row) for _, _, row, _ in rows))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "benchmarks.kvspec"
         path.write_text(spec_text(setups))
         try:
-            _, values = evaluate_paths([str(path)], [parse_setting(s) for s in settings])
+            program, base = evaluate_paths([str(path)], [parse_setting(s) for s in settings])
         except ErrorList as errors:
             raise SystemExit("\n".join(str(e) for e in errors.errors)) from None
     index = {key: f"r{i}" for i, key in enumerate(setups)}
-    return [lambda cell, block=index[key]: values[(block, cell)] for key in keys]
-
-
-def predict(settings=()):
-    """[(table, file, row, predicted, measured)] and the skipped rows."""
-    rows, skipped = load_rows()
-    first = evaluate(rows, [1] * len(rows), settings)
-    batches = [batch_of(t, r, p, int(cells("max_batch"))) for (t, _, r, p), cells in zip(rows, first)]
-    second = evaluate(rows, batches, settings)
+    points = {}
     out = []
-    for i, (table, name, row, point) in enumerate(rows):
-        v = lambda cell: float(second[i](cell))  # noqa: E731
+    for table, name, row, point in rows:
+        block = index[setup(row)]
+        if block not in points:
+            points[block] = Point(program, base, block)
+        batch = batch_of(table, row, point, int(base[(block, "max_batch")]))
+        values = points[block].at(row["gpus"], batch, 1)
+        v = lambda cell: float(values[cell])  # noqa: E731
         metric = row["metric"]
         if metric in ("ttft", "ttft_mean"):
             predicted = v("ttft_seconds") * 1000
@@ -173,7 +178,7 @@ def predict(settings=()):
             predicted = v("output_tokens_per_second_per_gpu")
         else:
             predicted = v("output_tokens_per_second")
-        out.append((table, name, row, batches[i], predicted, row["value"]))
+        out.append((table, name, row, batch, predicted, row["value"]))
     return out, skipped
 
 

@@ -22,7 +22,8 @@ from .evaluate import _Unknown, evaluate_expr
 
 KV_DTYPES = ("fp16", "fp8")
 VARIED = ("gpus", "batch", "replicas")
-OUTPUTS = ("fits", "meets_targets", "max_batch", "tpot_seconds", "ttft_seconds", "output_tokens_per_second_per_gpu",
+OUTPUTS = ("fits", "meets_targets", "max_batch", "tpot_seconds", "ttft_seconds", "output_tokens_per_second",
+           "output_tokens_per_second_per_gpu",
            "cost_per_month", "cost_per_million_output_tokens", "users_served", "weights_bytes_per_gpu",
            "usable_bytes_per_gpu", "engine_runs_tensor_parallel")
 MAX_BATCH = 4096  # engines schedule at most a few thousand sequences at once
