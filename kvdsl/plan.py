@@ -14,7 +14,9 @@ KV format; every other point re-evaluates only the cells that depend on
 from __future__ import annotations
 
 import math
+from collections import ChainMap
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Optional
 
 from .errors import KvdslError, UsageError, did_you_mean
@@ -60,21 +62,34 @@ class Point:
         return [(self.block, name) for name in info.requirements]
 
     def at(self, gpus: int, batch: int, replicas: int) -> dict:
-        values = dict(self.base)
-        for cell, value in zip(VARIED, (gpus, batch, replicas)):
-            values[(self.block, cell)] = value
+        """The block's cells (those re-evaluated, and the rest as they were) at these counts."""
+        changed = {(self.block, cell): Fraction(value) for cell, value in zip(VARIED, (gpus, batch, replicas))}
+        values = ChainMap(changed, self.base)
         for key in self.order:
             try:
-                values[key] = evaluate_expr(self.program.cells[key].expr, values)
+                changed[key] = evaluate_expr(self.program.cells[key].expr, values)
             except (_Unknown, ArithmeticError, ValueError, KvdslError):
-                values[key] = None
-        return {k[1]: v for k, v in values.items() if k[0] == self.block}
+                changed[key] = None
+        return _BlockView(self.block, values)
 
     def broken(self, values: dict) -> Optional[str]:
         for key in self._requirements():
             if values.get(key[1]) is False:
                 return key[1]
         return None
+
+
+class _BlockView:
+    """One block's values by cell name."""
+
+    def __init__(self, block: str, values):
+        self.block, self.values = block, values
+
+    def get(self, cell: str, default=None):
+        return self.values.get((self.block, cell), default)
+
+    def __getitem__(self, cell: str):
+        return self.values[(self.block, cell)]
 
 
 def _ancestors(program, keys, within: set) -> set:
@@ -90,12 +105,11 @@ def _ancestors(program, keys, within: set) -> set:
 
 def plan(paths: list, workload: Optional[str], model: Optional[str], hardware: Optional[list], engine: Optional[str],
          max_gpus: int) -> Plan:
-    from .api import build_program
     from .evaluate import evaluate
 
-    program = build_program(paths)
-    kinds = lambda kind: [b.name for b in program.blocks.values() if b.kind == kind]  # noqa: E731
-    user = lambda kind: [b.name for b in program.blocks.values() if b.kind == kind and not b.prelude]  # noqa: E731
+    blocks = _blocks(paths)
+    kinds = lambda kind: [name for name, k, _ in blocks if k == kind]  # noqa: E731
+    user = lambda kind: [name for name, k, prelude in blocks if k == kind and not prelude]  # noqa: E731
     workload = _pick(workload or "chat", kinds("workload"), "workload")
     models = user("model")
     if model is None:
@@ -136,6 +150,17 @@ def plan(paths: list, workload: Optional[str], model: Optional[str], hardware: O
         del r["_price"]
     result.options.sort(key=lambda o: (o["cost_per_month"], o["hardware"], o["gpus"], o["kv_dtype"]))
     return result
+
+
+def _blocks(paths: list) -> list:
+    """(name, kind, from the prelude) of every block the specs load, without resolving them."""
+    from .api import raise_workspace
+    from .loader import load
+
+    workspace = load(paths)
+    if workspace.errors:
+        raise_workspace(workspace)
+    return [(block.name, block.kind, prelude) for block, prelude in workspace.blocks]
 
 
 def _with_blocks(paths: list, blocks: list):
