@@ -137,8 +137,8 @@ def plan(paths: list, workload: Optional[str], model: Optional[str], hardware: O
             for gpus in range(1, max_gpus + 1):
                 option, reason = _best(point, gpus, users)
                 if option is not None:
-                    option.update({"model": model, "hardware": h, "gpus": gpus, "kv_dtype": kv})
-                    result.options.append(option)
+                    head = {"model": model, "hardware": h, "gpus": gpus, "replicas": option.pop("replicas"), "kv_dtype": kv}
+                    result.options.append({**head, **option})
                 elif kv == KV_DTYPES[-1] or reason.startswith("the engine"):
                     price = float(base[(h, "price_per_hour")]) * gpus
                     result.rejected.append({"hardware": h, "gpus": gpus, "reason": reason, "_price": price})
