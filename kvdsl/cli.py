@@ -157,7 +157,7 @@ def solve(path, cell, block, sets, symbolic, as_json):
 
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
-@click.option("--workload", "workload", metavar="W", help="The workload block to serve (default: chat).")
+@click.option("--workload", "workload", metavar="W", help="The workload block to serve (default: chat_workload).")
 @click.option("--model", "model", metavar="M", help="The model to serve (needed when the specs hold several).")
 @click.option("--hardware", "hardware", metavar="H,...", help="Hardware blocks to try, comma-separated (default: every one in the specs).")
 @click.option("--engine", "engine", metavar="E", help="The engine whose tensor-parallel sizes and accounting apply (default: vllm).")

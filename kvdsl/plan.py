@@ -110,7 +110,7 @@ def plan(paths: list, workload: Optional[str], model: Optional[str], hardware: O
     blocks = _blocks(paths)
     kinds = lambda kind: [name for name, k, _ in blocks if k == kind]  # noqa: E731
     user = lambda kind: [name for name, k, prelude in blocks if k == kind and not prelude]  # noqa: E731
-    workload = _pick(workload or "chat", kinds("workload"), "workload")
+    workload = _pick(workload or "chat_workload", kinds("workload"), "workload")
     models = user("model")
     if model is None:
         if len(models) != 1:

@@ -12,7 +12,7 @@ def spec(tmp_path, **cells):
     body = "\n".join(f"    {k} = {v}" for k, v in cells.items())
     path = tmp_path / "d.kvspec"
     path.write_text(f'import "{ROOT}/specs/models/llama_3_1_70b.kvspec"\nimport "{ROOT}/specs/hardware/h100_sxm.kvspec"\n'
-                    f'deployment d "d" {{\n    model = llama_3_1_70b\n    hardware = h100_sxm\n    workload = chat\n'
+                    f'deployment d "d" {{\n    model = llama_3_1_70b\n    hardware = h100_sxm\n    workload = chat_workload\n'
                     f'    gpus = 4\n    weight_dtype = fp8\n    kv_dtype = fp8\n{body}\n}}\n')
     return path
 
@@ -42,8 +42,8 @@ def test_plan_json_contract_and_ranking():
     out = cli("plan", ROOT / "specs" / "catalog.kvspec", "--model", "llama_3_1_70b", "--hardware", "h100_sxm,h200,l40s",
               "--max-gpus", "8", "--json", code=0).output
     plan = json.loads(out)
-    assert plan["workload"] == "chat"
-    assert plan["options"], "some option serves the chat workload"
+    assert plan["workload"] == "chat_workload"
+    assert plan["options"], "some option serves the chat_workload"
     keys = {"model", "hardware", "gpus", "replicas", "kv_dtype", "batch", "ttft_seconds", "tpot_seconds",
             "output_tokens_per_second_per_gpu", "cost_per_month", "cost_per_million_output_tokens"}
     for option in plan["options"]:
