@@ -31,7 +31,6 @@ with output_tokens_per_second.
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import sys
 import tempfile
