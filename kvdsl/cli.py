@@ -156,6 +156,26 @@ def solve(path, cell, block, sets, symbolic, as_json):
 
 
 @main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.option("--workload", "workload", metavar="W", help="The workload block to serve (default: chat_workload).")
+@click.option("--model", "model", metavar="M", help="The model to serve (needed when the specs hold several).")
+@click.option("--hardware", "hardware", metavar="H,...", help="Hardware blocks to try, comma-separated (default: every one in the specs).")
+@click.option("--engine", "engine", metavar="E", help="The engine whose tensor-parallel sizes and accounting apply (default: vllm).")
+@click.option("--max-gpus", "max_gpus", type=int, default=8, show_default=True, help="The most GPUs in one copy.")
+@click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
+@reports_errors
+def plan(paths, workload, model, hardware, engine, max_gpus, as_json):
+    """The cheapest deployments that serve a workload within its targets."""
+    from .plan import plan as make_plan, render
+
+    result = make_plan(list(paths), workload, model, hardware.split(",") if hardware else None, engine, max_gpus)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=2))
+    else:
+        click.echo(render(result))
+
+
+@main.command()
 @click.argument("path", type=click.Path(dir_okay=False))
 @click.option("--vary", "vary", multiple=True, required=True, metavar="NAME=START:STOP[:STEP|:xFACTOR]",
               help="A cell to vary over a range (STOP included); repeat for a grid.")

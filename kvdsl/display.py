@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from fractions import Fraction
 
-from .units import BYTES, Dim
+from .units import BYTES, SECONDS, USD, Dim
 
 GIB = 1024**3
 UNBOUNDED = "unbounded"  # how an infinite answer reads (nothing grows with the unknown)
@@ -61,7 +61,15 @@ def format_value(value, dim) -> str:
         return plain_number(value)
     if dim == BYTES:
         return bytes_text(value)
-    bytes_exp, tokens, elements, seconds = dim.exponents
+    bytes_exp, tokens, elements, seconds = dim.exponents[:4]
+    if dim == SECONDS and 0 < abs(value) < 1:
+        return f"{float(value) * 1000:,.4g} ms"
+    if dim == USD:
+        return f"{float(value):,.2f} USD"
+    if dim == USD / SECONDS:
+        return f"{float(value) * 3600:,.2f} USD/h"
+    if dim == Dim((0, 0, 0, -1, 0, 1)):
+        return f"{float(value) / 1e12:,.1f} TFLOP/s"
     if dim == Dim((1, 0, 0, -1)):
         for size, name in _DECIMAL:
             if abs(value) >= size:

@@ -7,6 +7,7 @@ until it is solved; cells that depend on it have none either.
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 from typing import Optional
 
@@ -85,8 +86,15 @@ def _power(expr, a, b):
         if a == 0 and b < 0:
             raise EvaluationError("division by zero: 0 raised to a negative power", expr.span)
         size = max(abs(a.numerator).bit_length(), a.denominator.bit_length()) if isinstance(a, Fraction) else 64
-        if size * abs(b) > MAX_BITS * 4:
-            raise EvaluationError("the power is out of range", expr.span)
+        if size * abs(b) > MAX_BITS // 2:
+            # too many digits to keep exactly: a float, and a vanishing power is 0
+            try:
+                approx = float(a) ** int(b)
+            except (OverflowError, ZeroDivisionError):
+                raise EvaluationError("the power is out of range", expr.span) from None
+            if math.isinf(approx) or abs(approx) > 1e100:
+                raise EvaluationError("the power is out of range", expr.span)
+            return Fraction(approx) if abs(approx) >= 1e-100 else Fraction(0)
         return a ** int(b)
     if a < 0:
         raise EvaluationError("a negative number raised to a fractional power", expr.span)

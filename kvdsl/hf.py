@@ -1048,7 +1048,7 @@ def _moe(config: Config, family: Family, experts: int, experts_key: str, out: Im
         shared = config.integer("shared_expert_intermediate_size", minimum=0)
         out.add("shared_expert_intermediate_size", shared, config.cite("shared_expert_intermediate_size"))
     router_bias = family.router_bias or config.string("topk_method") == "noaux_tc"
-    return Mlp(inner, gated=family.gated_mlp, experts=experts, shared_intermediate=shared,
+    return Mlp(inner, gated=family.gated_mlp, experts=experts, shared_intermediate=shared, active_experts=active,
                shared_gate=family.shared_gate and shared > 0, router_bias=router_bias, expert_bias=family.expert_bias)
 
 
@@ -1133,6 +1133,8 @@ def _params_cell(out: ImportedModel, shape: Shape) -> None:
     out.notes.append(f"Parameters counted from the config: embeddings {p.embeddings:,} + layers {p.layers:,} "
                      f"+ final norm {p.norm:,} + {head} = {p.total:,} ({p.total / 1e9:.2f}B).")
     out.add("params", p.total, "total parameters, counted from the config (see above)")
+    if p.active != p.total:
+        out.add("active_params", p.active, "parameters one token uses: the routed experts it is sent to, not every expert")
     out.add("weight_dtype", out.weight_dtype, out.weight_comment)
     if out.expert_dtype:
         out.add("expert_params", p.expert_weights, "routed-expert weight matrices")

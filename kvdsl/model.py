@@ -9,7 +9,7 @@ from typing import Optional, Union
 from .errors import Span
 from .units import Dim
 
-BLOCK_KINDS = ("model", "hardware", "deployment", "format", "engine")
+BLOCK_KINDS = ("model", "hardware", "deployment", "format", "engine", "workload")
 # An engine block is a set of rules every deployment runs for itself: its
 # cells live in each deployment as `ENGINE.cell` (`vllm.num_blocks`).
 INSTANCED = {"engine": "deployment"}

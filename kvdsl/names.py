@@ -5,6 +5,7 @@ compiled to the choice over every engine.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Optional
 
 from . import model as m
@@ -292,4 +293,9 @@ class NameResolver:
             if isinstance(found, CellRef) and found.key not in seen:
                 target = self.cells[found.key]
                 return self._static_dim(found.key[0], (target.cell,) + target.shadowed, seen | {found.key}, target.scope)
+        if isinstance(expr, m.If):  # `if ... then a else b`: the first branch that tells
+            for branch in (expr.then, expr.otherwise):
+                dim = self._static_dim(block, (dataclasses.replace(cell, expr=branch),) + stack[1:], seen, scope)
+                if dim not in (None, NUMBER):
+                    return dim
         return None

@@ -141,6 +141,15 @@ class Mlp:
     shared_gate: bool = False     # Qwen2-MoE / Qwen3-Next: a sigmoid gate on the shared expert
     router_bias: bool = False     # gpt-oss router bias, or DeepSeek-V3's e_score_correction_bias
     expert_bias: bool = False     # gpt-oss: biases on every expert projection
+    active_experts: int = 0       # routed experts each token uses (num_experts_per_tok)
+
+    def idle_weights(self, hidden: int) -> int:
+        """The routed experts' parameters one token leaves unused."""
+        if not self.experts:
+            return 0
+        matrices = 3 if self.gated else 2
+        one = matrices * hidden * self.intermediate + ((matrices - 1) * self.intermediate + hidden if self.expert_bias else 0)
+        return (self.experts - self.active_experts) * one
 
     def expert_weights(self, hidden: int) -> int:
         """The routed experts' weight matrices (what MXFP4 checkpoints quantize)."""
@@ -201,6 +210,7 @@ class ParamCount:
     head: int
     norm: int
     expert_weights: int
+    active: int = 0               # parameters one token uses: MoE layers count only its experts
 
 
 def count_params(shape: Shape) -> ParamCount:
@@ -210,4 +220,6 @@ def count_params(shape: Shape) -> ParamCount:
     norm = shape.hidden * (2 if shape.norm_bias else 1) if shape.final_norm else 0
     layers = sum(layer.count(shape.hidden, shape.norm_bias) for layer in shape.layers)
     experts = sum(layer.mlp.expert_weights(shape.hidden) for layer in shape.layers if layer.mlp is not None and layer.mlp.experts)
-    return ParamCount(embeddings + layers + head + norm, embeddings, layers, head, norm, experts)
+    idle = sum(layer.mlp.idle_weights(shape.hidden) for layer in shape.layers if layer.mlp is not None)
+    total = embeddings + layers + head + norm
+    return ParamCount(total, embeddings, layers, head, norm, experts, total - idle)

@@ -8,12 +8,12 @@ import io
 from .display import bytes_text, context_label, format_value, gib_text, json_number, plain_number
 from .graph import Program
 
-KIND_ORDER = {"model": 0, "hardware": 1, "deployment": 2}
+KIND_ORDER = {"model": 0, "hardware": 1, "workload": 2, "deployment": 3}
 
 
 def _ordered_blocks(program: Program):
     blocks = program.user_blocks()
-    return sorted(blocks, key=lambda b: KIND_ORDER.get(b.kind, 3))
+    return sorted(blocks, key=lambda b: KIND_ORDER.get(b.kind, 4))
 
 
 def eval_json(program: Program, values: dict) -> dict:

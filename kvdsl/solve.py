@@ -28,6 +28,7 @@ from .symbolic import Expander, to_rational
 from .units import Dim
 
 CONSTRAINT = "fits"
+TARGETS = "meets_targets"  # fits, and serves the deployment's workload within its targets
 
 
 @dataclass
@@ -53,6 +54,7 @@ class Solution:
     limits: list = field(default_factory=list)  # other bounds that do not bind: (expression, value)
     message: Optional[str] = None
     verified: bool = False
+    constraint: str = CONSTRAINT  # the condition solved: `fits`, or `meets_targets` when the workload asks
 
     def to_json(self) -> dict:
         value = self.value
@@ -174,6 +176,8 @@ def solve(program: Program, block: str, cell: str, symbolic=(), others: bool = T
     base = evaluate(program, _other_unknowns(program, target, unchecked) if others else {}, unchecked=unchecked)
     unit = rc.dim.unit() if isinstance(rc.dim, Dim) else None
     solution = Solution(block, cell, unit, rc.dim)
+    if _asks_targets(program, block, base) and (block, TARGETS) in affected:
+        return _solve_targets(program, solution, target, base)
     feasible = Feasibility(program, base, target, (block, CONSTRAINT))
     if (block, CONSTRAINT) not in affected or target == (block, CONSTRAINT):
         solution.message = f"`{CONSTRAINT}` does not depend on `{cell}`"
@@ -190,6 +194,59 @@ def solve(program: Program, block: str, cell: str, symbolic=(), others: bool = T
     if solution.value is None and solution.message is None:
         solution.message = _why_not(program, block, cell, base, constraint, x, env, feasible)
     return solution
+
+
+def _asks_targets(program: Program, block: str, base: dict) -> bool:
+    """True when the block's workload asks for more than one user or sets a latency target."""
+    if (block, TARGETS) not in program.cells or (block, "workload") not in program.cells:
+        return False
+    workload = base.get((block, "workload"))
+    asks = [base.get((workload, "users")), base.get((workload, "ttft_target")), base.get((workload, "tpot_target"))]
+    return any(v is not None and v > (1 if i == 0 else 0) for i, v in enumerate(asks))
+
+
+def _solve_targets(program: Program, solution: Solution, target: Key, base: dict) -> Solution:
+    """The cell solved for `meets_targets`, by search on the exact rules.
+
+    When 1 already meets the targets the answer is the largest value that still
+    does (batch); otherwise the smallest that does (replicas, GPUs).
+    """
+    block, cell = target
+    solution.constraint = TARGETS
+    feasible = Feasibility(program, base, target, (block, TARGETS))
+    if integer_quantity(program, target, base):
+        solution.direction = "max" if feasible(1) else "min"
+        value = integer_search(feasible, None, solution.direction)
+        if value is not None and value != SEARCH_LIMIT:
+            value = allowed_integer(program, feasible, value, solution.direction)
+        if value is not None and value != SEARCH_LIMIT:
+            step = 1 if solution.direction == "max" else -1
+            solution.value = value
+            solution.verified = feasible(value) and (value + step < 1 or not feasible(value + step))
+    else:
+        solution.value, solution.direction = real_search(feasible)
+        solution.verified = solution.value is not None
+    if solution.value is None:
+        values = feasible.values(base[target]) if base.get(target) is not None else base
+        failing = _failing_targets(block, values)
+        solution.message = f"no `{cell}` meets the workload's targets" + (f": {failing}" if failing else "")
+    return solution
+
+
+def _failing_targets(block: str, values: dict) -> str:
+    """Which of fits, users, TTFT and TPOT fail at the given values."""
+    workload = values.get((block, "workload"))
+    v = lambda b, c: values.get((b, c))  # noqa: E731
+    out = []
+    if v(block, "fits") is False:
+        out.append("it does not fit")
+    if v(block, "users_served") is not None and v(workload, "users") is not None and v(block, "users_served") < v(workload, "users"):
+        out.append(f"serves {v(block, 'users_served')} of {v(workload, 'users')} users")
+    for name, cell in (("ttft", "ttft_seconds"), ("tpot", "tpot_seconds")):
+        want, got = v(workload, f"{name}_target"), v(block, cell)
+        if want and got is not None and got > want:
+            out.append(f"{cell} {float(got) * 1000:,.1f} ms > {float(want) * 1000:,.1f} ms")
+    return ", ".join(out)
 
 
 def _condition(relation) -> str:
@@ -372,7 +429,8 @@ def render(solution: Solution) -> str:
         what = "largest" if solution.direction == "max" else "smallest"
         other = "one more does not" if solution.direction == "max" else "one fewer does not"
         integer = isinstance(solution.value, int)
-        check = (f"checked: it fits, {other}" if integer else "checked: it fits") if solution.verified else "NOT verified by substitution"
+        holds = "it meets the targets" if solution.constraint == TARGETS else "it fits"
+        check = (f"checked: {holds}, {other}" if integer else f"checked: {holds}") if solution.verified else "NOT verified by substitution"
         lines.append(f"  {what} {solution.cell}: {format_value(solution.value, solution.dim)}  ({check})")
     if solution.message:
         lines.append(f"  {solution.message}")

@@ -1,8 +1,14 @@
 """Units and dimensions.
 
-Every number is stored in base units: bytes, tokens, elements, seconds.  A
-dimension is a vector of exponents over those four, so `B/s` is (1, 0, 0, -1)
-and `elements/token` is (0, -1, 1, 0).
+Every number is stored in base units: bytes, tokens, elements, seconds, US
+dollars and floating-point operations.  A dimension is a vector of exponents
+over those six, so `B/s` is (1, 0, 0, -1, 0, 0) and `elements/token` is
+(0, -1, 1, 0, 0, 0).
+
+Money has one unit, `USD`.  A price in another currency is written through a
+cell holding its exchange rate, so the rate stays visible and editable:
+`let EUR = 1.16 USD` then `price_per_hour = 2.10 * EUR / 1 h`.  Hours (`h`)
+are 3,600 s; `USD/h`, `tokens/s` and `TFLOP/s` are rates like `GB/s`.
 
 Decimal byte prefixes are powers of 1,000 (a GB is 10^9 bytes) and binary ones
 powers of 1,024 (a GiB is 2^30 bytes).  On token counts `K` and `M` are 1,024
@@ -16,15 +22,19 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
 
-BASES = ("bytes", "tokens", "elements", "seconds")
-_SINGULAR = {"bytes": "byte", "tokens": "token", "elements": "element", "seconds": "s"}
+BASES = ("bytes", "tokens", "elements", "seconds", "USD", "FLOP")
+_SINGULAR = {"bytes": "byte", "tokens": "token", "elements": "element", "seconds": "s", "USD": "USD", "FLOP": "FLOP"}
 
 
 @dataclass(frozen=True)
 class Dim:
-    """A physical dimension: exponents of bytes, tokens, elements, seconds."""
+    """A physical dimension: exponents of bytes, tokens, elements, seconds, USD, FLOP."""
 
-    exponents: tuple = (0, 0, 0, 0)
+    exponents: tuple = (0, 0, 0, 0, 0, 0)
+
+    def __post_init__(self):
+        if len(self.exponents) < len(BASES):
+            object.__setattr__(self, "exponents", tuple(self.exponents) + (0,) * (len(BASES) - len(self.exponents)))
 
     def __mul__(self, other: "Dim") -> "Dim":
         return Dim(tuple(a + b for a, b in zip(self.exponents, other.exponents)))
@@ -61,6 +71,8 @@ BYTES = Dim((1, 0, 0, 0))
 TOKENS = Dim((0, 1, 0, 0))
 ELEMENTS = Dim((0, 0, 1, 0))
 SECONDS = Dim((0, 0, 0, 1))
+USD = Dim((0, 0, 0, 0, 1, 0))
+FLOP = Dim((0, 0, 0, 0, 0, 1))
 BOOL = "bool"  # the type of comparisons and flags; not a Dim
 
 _ATOMS: dict[str, tuple[Fraction, Dim]] = {
@@ -77,10 +89,16 @@ _ATOMS: dict[str, tuple[Fraction, Dim]] = {
     "second": (Fraction(1), SECONDS),
     "seconds": (Fraction(1), SECONDS),
     "ms": (Fraction(1, 1000), SECONDS),
+    "h": (Fraction(3600), SECONDS),
+    "hour": (Fraction(3600), SECONDS),
+    "hours": (Fraction(3600), SECONDS),
+    "USD": (Fraction(1), USD),
+    "FLOP": (Fraction(1), FLOP),
 }
 for _i, _p in enumerate("KMGTP", start=1):
     _ATOMS[f"{_p}B"] = (Fraction(1000) ** _i, BYTES)
     _ATOMS[f"{_p}iB"] = (Fraction(1024) ** _i, BYTES)
+    _ATOMS[f"{_p}FLOP"] = (Fraction(1000) ** _i, FLOP)
 
 #: Names a declaration (`window: tokens`) may use for a dimension.
 DECLARED_DIMS = {
@@ -91,6 +109,12 @@ DECLARED_DIMS = {
     "seconds": SECONDS,
     "bytes/s": BYTES / SECONDS,
     "bytes/token": BYTES / TOKENS,
+    "tokens/s": TOKENS / SECONDS,
+    "USD": USD,
+    "USD/h": USD / SECONDS,
+    "USD/s": USD / SECONDS,
+    "FLOP": FLOP,
+    "FLOP/s": FLOP / SECONDS,
     "bool": BOOL,
 }
 

@@ -52,7 +52,7 @@ DEPLOYMENT_CELLS = {
     "model", "hardware", "gpus", "context", "batch", "weights_bytes", "kv_budget_bytes",
     "kv_bytes_per_sequence", "max_batch", "max_context", "fits",
 }
-BASE_UNITS = {"bytes", "tokens", "elements", "seconds"}
+BASE_UNITS = {"bytes", "tokens", "elements", "seconds", "USD", "FLOP"}
 
 
 def eval_json(tmp_path: Path, spec: str = SPEC, *args: str) -> dict:

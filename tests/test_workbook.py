@@ -23,7 +23,7 @@ from kvdsl.excel.workbook import WHAT_IF_CONTEXTS, excel_name
 from workbook_helpers import (CATALOG, ROOT, cli, compare_numeric, destination, error_cells, eval_json, export,
                               libreoffice, named, recalculate, same_value)
 
-SHEETS = ["README", "Models", "Hardware", "Deployments", "Formats", "Engines", "Comparison", "Summary", "What-if"]
+SHEETS = ["README", "Models", "Hardware", "Deployments", "Formats", "Engines", "Workloads", "Comparison", "Summary", "What-if"]
 BLOCK_SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines"}
 
 # Input changes made in the workbook (the cell a defined name points at) and
@@ -281,7 +281,7 @@ def test_sheets(catalog_wb):
 
 
 def workbook_blocks(program):
-    return [b for b in program.blocks.values() if (not b.prelude) or b.kind in ("format", "engine")]
+    return [b for b in program.blocks.values() if (not b.prelude) or b.kind in ("format", "engine", "workload")]
 
 
 def test_results_are_formulas_and_inputs_are_not(catalog_wb, catalog_program):
@@ -534,7 +534,7 @@ def test_export_prints_what_it_wrote_and_leaves_no_temp_file(tmp_path):
     program = build_program([str(CATALOG)])
     formulas = sum(1 for ws in wb.worksheets for row in ws.iter_rows() for c in row if c.data_type == "f")
     assert match.group(1) == str(out)
-    assert int(match.group(2)) == len(workbook_blocks(program)) == 94
+    assert int(match.group(2)) == len(workbook_blocks(program)) == 98  # with the three prelude workloads
     assert int(match.group(3).replace(",", "")) == formulas
     assert int(match.group(4).replace(",", "")) == len(wb.defined_names)
     assert match.group(5).split(", ") == SHEETS

@@ -29,12 +29,13 @@ from ..errors import ExportError
 from ..graph import Key, Origin, Program
 from ..search import depends_on
 from ..symbolic import Expander
-from ..units import BYTES, TOKENS, Dim
+from ..units import BYTES, TOKENS, USD, Dim
 from .printer import UNBOUNDED, RulePrinter, excel_formula, excel_text_literal
 
-SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines"}
+SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines",
+          "workload": "Workloads"}
 COLUMN_SETS = {"model": "all_models", "hardware": "all_hardware", "deployment": "all_deployments", "format": "all_formats",
-               "engine": "all_engines"}
+               "engine": "all_engines", "workload": "all_workloads"}
 HEADER_ROWS = 2
 FIRST_COLUMN = 3  # A: block name, B: title
 WHAT_IF_CONTEXTS = [1024 * 2**i for i in range(0, 9)]  # 1K .. 256K
@@ -103,7 +104,7 @@ class WorkbookWriter:
         self.program = program
         self.values = values
         self.sources = sources
-        self.blocks = [b for b in program.blocks.values() if (not b.prelude) or b.kind in ("format", "engine")]
+        self.blocks = [b for b in program.blocks.values() if (not b.prelude) or b.kind in ("format", "engine", "workload")]
         self._check_names()
         self.layout = plan_layout(program, self.blocks)
         self.formulas = 0
@@ -495,6 +496,8 @@ def _number_format(dim) -> str:
         return '#,##0" tokens"'
     if isinstance(dim, Dim) and dim == Dim((1, 0, 0, -1)):
         return '#,##0" B/s"'
+    if dim == USD:
+        return '#,##0.00" USD"'
     if isinstance(dim, Dim) and not dim.dimensionless:
         return "#,##0.####"
     return "General"

@@ -1,0 +1,65 @@
+"""`solve --for replicas` against a workload's targets, and `kvdsl plan`."""
+
+import json
+from pathlib import Path
+
+from tests.cli_helpers import cli
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def spec(tmp_path, **cells):
+    body = "\n".join(f"    {k} = {v}" for k, v in cells.items())
+    path = tmp_path / "d.kvspec"
+    path.write_text(f'import "{ROOT}/specs/models/llama_3_1_70b.kvspec"\nimport "{ROOT}/specs/hardware/h100_sxm.kvspec"\n'
+                    f'deployment d "d" {{\n    model = llama_3_1_70b\n    hardware = h100_sxm\n    workload = chat_workload\n'
+                    f'    gpus = 4\n    weight_dtype = fp8\n    kv_dtype = fp8\n{body}\n}}\n')
+    return path
+
+
+def cell(path, name, *sets):
+    out = cli("eval", path, "--json", *[a for s in sets for a in ("--set", s)], code=0).output
+    return json.loads(out)["blocks"]["d"]["cells"][name]["value"]
+
+
+def test_solve_for_replicas_serves_the_users_within_the_targets(tmp_path):
+    path = spec(tmp_path, batch=64)
+    answer = json.loads(cli("solve", path, "--for", "replicas", "--json", code=0).output)
+    n = answer["value"]
+    assert n == 32  # ceil(2000 users / 64 per copy): each copy meets 50 ms per token at batch 64
+    assert cell(path, "meets_targets", f"replicas={n}") is True
+    assert cell(path, "meets_targets", f"replicas={n - 1}") is False
+    assert "one fewer does not" in cli("solve", path, "--for", "replicas", code=0).output
+
+
+def test_solve_for_replicas_names_the_target_that_fails(tmp_path):
+    path = spec(tmp_path, batch=1500)  # too many sequences for 50 ms per token
+    out = cli("solve", path, "--for", "replicas", code=0).output
+    assert "no `replicas` meets the workload's targets" in out and "tpot_seconds" in out
+
+
+def test_plan_json_contract_and_ranking():
+    out = cli("plan", ROOT / "specs" / "catalog.kvspec", "--model", "llama_3_1_70b", "--hardware", "h100_sxm,h200,l40s",
+              "--max-gpus", "8", "--json", code=0).output
+    plan = json.loads(out)
+    assert plan["workload"] == "chat_workload"
+    assert plan["options"], "some option serves the chat_workload"
+    keys = {"model", "hardware", "gpus", "replicas", "kv_dtype", "batch", "ttft_seconds", "tpot_seconds",
+            "output_tokens_per_second_per_gpu", "cost_per_month", "cost_per_million_output_tokens"}
+    for option in plan["options"]:
+        assert set(option) == keys
+        assert option["tpot_seconds"] <= 0.05 and option["ttft_seconds"] <= 2
+        assert option["replicas"] * option["batch"] >= 2000
+    costs = [o["cost_per_month"] for o in plan["options"]]
+    assert costs == sorted(costs)
+    # vLLM splits 64 heads over 1, 2, 4 or 8 GPUs, not 3
+    assert not any(o["gpus"] in (3, 5, 6, 7) for o in plan["options"])
+    assert all(set(r) == {"hardware", "gpus", "reason"} for r in plan["rejected"])
+    assert any("weights need" in r["reason"] for r in plan["rejected"])
+
+
+def test_plan_table_and_errors():
+    out = cli("plan", ROOT / "specs" / "catalog.kvspec", "--model", "llama_3_1_8b", "--hardware", "l4,h100_sxm", code=0).output
+    assert "USD/month" in out and "h100_sxm" in out
+    assert "no workload `chatt`" in cli("plan", ROOT / "specs" / "catalog.kvspec", "--workload", "chatt", "--model", "llama_3_1_8b", code=2).output
+    assert "name the model" in cli("plan", ROOT / "specs" / "catalog.kvspec", code=2).output
