@@ -230,13 +230,13 @@ def test_compare_text_shows_every_engine_and_why():
     # the rules themselves, with their values
     assert "kv_cache_tokens = floor(num_blocks / groups) * block_size = floor(9,793 / 2) * 16 tokens = 78,336 tokens" in out
     assert "max_concurrency = num_blocks / pages_per_request = 9,793 / 8,713 = 1.124" in out
-    assert "sliding_pages = ceil(min(model.window - 1 tokens + max_num_batched_tokens, context) / block_size) + 1" in out
+    assert "sliding_pages = ceil(min(model.window - 1 tokens + max_num_batched_tokens, context) / sliding_block_size) + 1" in out
     assert "= 521" in out
 
 
 def test_compare_explains_a_hybrid_mamba_deployment():
     out = cli("compare", SPECS / "engine_logs" / "v25_nemotron_3_nano_4b_gb10.kvspec").output
-    assert "block_size = max(deployment.block_size, 16 tokens * ceil(state_bytes / (16 tokens * bytes_per_token_per_layer)))" in out
+    assert "page_bytes = max(attention_block_size * bytes_per_token_per_layer, 0 B) = max(992 tokens * 2.00 KiB/token, 0 B) = 1.94 MiB" in out
     assert "= 992 tokens" in out
     assert "groups = full_groups + sliding_groups + state_groups = 1 + 0 + 6 = 7" in out
     assert "state_groups = ceil(model_state_layers / model_group_size) = ceil(21 / 4) = 6" in out
@@ -320,7 +320,7 @@ def test_sglang_mamba_pool_comes_first():
     """Qwen3-Next-80B on 2 GPUs: 36 gated delta-net layers, 12 attention layers (2 KV heads of 256)."""
     spec = SPECS / "engine_logs" / "v23_qwen3_next_80b_h200x2.kvspec"
     v = block_values(spec, "v23_qwen3_next_80b_h200x2", "engine=sglang", "sglang.version=0.4",
-                     "sglang.free_memory_bytes=100 GiB", "weights_bytes_per_gpu=70 GiB")
+                     "sglang.free_memory_bytes=100 GiB", "weights_loaded_bytes_per_gpu=70 GiB")
     # TP 2: 0.87 x 100 - 70 = 17 GiB left after the weights
     assert v["sglang.mem_fraction_static"] == Fraction("0.87")
     assert v["sglang.rest_memory_bytes"] == 17 * GIB
