@@ -452,18 +452,31 @@ def _rounding_step(gap, x):
     return None
 
 
-def live_form(program: Program, block: str, cell: str):
+def live_form(program: Program, block: str, cell: str, assume_zeros: bool = False):
     """A closed form for the answer over every regime, for a workbook formula.
 
-    Returns (expression, expander): the expression's symbols are the
+    Returns (expression, expander, assumed): the expression's symbols are the
     expander's, so a printer can name them.  The largest integer answer is
     the floor of the tightest bound, the smallest the ceiling of the loosest.
+    With `assume_zeros`, the cells that are 0 (or false) now are fixed there,
+    which drops the regimes they switch off (sliding layers in a model
+    without any); `assumed` names them.
     """
     target = find_key(program, block, cell)
     x, expander, constraint = _expand_constraint(program, block, cell, depends_on(program, target))
     solution = solve(program, block, cell)
     if solution.value is None:
         raise SolveError(f"cannot write `{block}.{cell}` as a formula: {solution.message}")
+    assumed = []
+    if assume_zeros:
+        values = evaluate(program, unchecked=frozenset(k for k, rc in program.cells.items() if rc.form == "require"))
+        zeros = {}
+        for symbol, key in expander.symbols.items():
+            value = values.get(key)
+            if key != target and (value is False or (not isinstance(value, bool) and value == 0)):
+                zeros[symbol] = sp.false if value is False else 0
+                assumed.append(str(symbol))
+        constraint = constraint.subs(zeros)
     per_relation = []
     for gap in _gaps(constraint, x):
         step = _rounding_step(gap, x)
@@ -490,7 +503,7 @@ def live_form(program: Program, block: str, cell: str):
     if isinstance(solution.value, int):
         expr = sp.floor(expr) if solution.direction == "max" else sp.ceiling(expr)
     _check_live_form(program, block, cell, expr, expander, solution)
-    return expr, expander
+    return expr, expander, sorted(assumed)
 
 
 def _unbounded_where_zero(root):

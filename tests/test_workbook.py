@@ -24,7 +24,8 @@ from workbook_helpers import (CATALOG, ROOT, cli, compare_numeric, destination, 
                               libreoffice, named, recalculate, same_value)
 
 SHEETS = ["README", "Models", "Hardware", "Deployments", "Formats", "Engines", "Workloads", "Comparison", "Summary", "What-if"]
-BLOCK_SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines"}
+BLOCK_SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines",
+                "workload": "Workloads"}
 
 # Input changes made in the workbook (the cell a defined name points at) and
 # passed to `kvdsl eval --set` as NAME=VALUE.
@@ -316,7 +317,7 @@ def test_formulas_read_through_defined_names(catalog_wb, catalog_program):
         assert f"INDEX(all_models.kv_heads, MATCH({d}.model, all_models_ids, 0))" in heads
         assert f"INDEX(all_hardware.memory, MATCH({d}.hardware, all_hardware_ids, 0))" in named(catalog_wb, f"{d}.memory_per_gpu")
     # the column names are the block rows of their sheet
-    assert catalog_wb.defined_names["all_models_ids"].attr_text == "'Models'!$A$3:$A$31"
+    assert catalog_wb.defined_names["all_models_ids"].attr_text == "'Models'!$A$3:$A$32"
     assert catalog_wb.defined_names["all_formats_ids"].attr_text.startswith("'Formats'!$A$3:$A$")
 
 

@@ -272,14 +272,23 @@ class WorkbookWriter:
                 target.value = "=" + self.lookup(rc.ref_expr.key, rc.ref_expr.via)
                 self.formulas += 1
         elif rc.form == "unknown":
+            from openpyxl.comments import Comment
+
             from ..errors import SolveError
             from ..solve import live_form
 
             try:
-                expr, expander = live_form(self.program, key[0], key[1])
+                expr, expander, _ = live_form(self.program, key[0], key[1])
+                try:
+                    target.value = self.expanded_formula(expr, expander, {})
+                except ExportError:  # too long for Excel: drop the regimes of the cells that are 0 now
+                    expr, expander, assumed = live_form(self.program, key[0], key[1], assume_zeros=True)
+                    target.value = self.expanded_formula(expr, expander, {})
+                    target.comment = Comment(
+                        f"Solved by kvdsl. The formula holds while these stay 0 (or false): {', '.join(assumed)}; "
+                        "export again after changing them.", "kvdsl")
             except SolveError as exc:
                 raise ExportError(exc.message, rc.cell.span, exc.hint) from None
-            target.value = self.expanded_formula(expr, expander, {})
             self.formulas += 1
             target.number_format = f'[>={UNBOUNDED}]"unbounded";' + _number_format(rc.dim)
             return
