@@ -480,7 +480,7 @@ def test_comparison_seed_figures(recalculated):
     assert qwen[4] == 32768 and qwen[5] == "fp16"
     assert qwen[6] == pytest.approx(4.5, rel=1e-12)
     assert f"{qwen[6]:.2f} GiB" == "4.50 GiB"
-    assert len(rows) == 28
+    assert len(rows) == 30
 
 
 @libreoffice
