@@ -150,6 +150,11 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
     return values
 
 
+def requirements_hold(program: Program, values: dict) -> bool:
+    """True when no `require` condition is false (without building the errors)."""
+    return not any(values.get((info.name, name)) is False for info in program.blocks.values() for name in info.requirements)
+
+
 def broken_requirements(program: Program, values: dict, unchecked: frozenset = frozenset()) -> list:
     """An error for each `require` condition that the values break (but those in `unchecked`)."""
     errors = []

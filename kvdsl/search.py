@@ -12,7 +12,7 @@ from fractions import Fraction
 from typing import Optional
 
 from .errors import KvdslError, UsageError, did_you_mean
-from .evaluate import _Unknown, broken_requirements, evaluate_expr
+from .evaluate import _Unknown, evaluate_expr, requirements_hold
 from .graph import Key, Program
 from .units import TOKENS, Dim
 
@@ -183,7 +183,7 @@ def allowed_integer(program: Program, feasible: Feasibility, value: int, directi
         values = feasible.values(n)
         if not values.get(feasible.constraint):
             return None
-        if not broken_requirements(program, values):
+        if requirements_hold(program, values):
             return n
     return None
 
@@ -226,6 +226,6 @@ def solve_numeric(program: Program, block: str, cell: str, base: dict) -> Option
         if value is None:
             return None
         verified = True
-    if broken_requirements(program, feasible.values(value)):
+    if not requirements_hold(program, feasible.values(value)):
         return None
     return Fraction(value), verified
