@@ -31,7 +31,9 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from .errors import normalize_newlines
-from .parser import lark_parser, parse_text
+from lark.exceptions import LarkError
+
+from .parser import _allow_deep_expressions, lark_parser, parse_text
 
 INDENT = "    "
 CELL_KINDS = {"rule", "unknown", "pattern_cell", "declare", "require"}
@@ -61,13 +63,19 @@ class _Line:
 def format_text(text: str, path: str = "<input>") -> str:
     """The canonical layout of kvspec source `text`.
 
-    Raises the positioned `SpecSyntaxError` (or other KvdslError) that `check`
-    gives for text that does not parse, and `FormatterBug` if the result would
-    not parse to the same tree with the same comments.
+    Text that is only blank gives "".  Raises the positioned `SpecSyntaxError`
+    that `check` gives for text that does not parse, and `FormatterBug` if the
+    result would not parse to the same tree with the same comments.
     """
     text = normalize_newlines(text)
-    parse_text(text, path)
-    tokens, tree = _tokens(text)
+    if not text.strip():
+        return ""
+    _allow_deep_expressions()
+    try:
+        tokens, tree = _tokens(text)
+    except LarkError:
+        parse_text(text, path)  # raises the positioned error `check` gives
+        raise
     lines = _lines(text, tokens)
     out = _render(lines, _cell_spans(tree))
     _verify(text, tokens, tree, out)
