@@ -13,7 +13,8 @@ The layout, token by token (the Lark parser gives the tokens):
 - every comment is kept: a comment line takes the indentation of the code
   around it; a comment after code stays in its column, so hand-aligned
   comments stay aligned, and moves right, to one space after the code, only
-  when the code now reaches it;
+  when the code now reaches it; comment lines written under such a comment,
+  in its column, stay under it;
 - at most one blank line in a row, none at the start of a block or before
   its `}`, none inside a cell, exactly one after a top-level block's `}`;
   no blank lines at the start or end of the file, which ends with one newline;
@@ -171,8 +172,10 @@ def _render(lines: List[_Line], spans) -> str:
     rendered = []
     depth = 0
     brackets = []  # open `(` and `[` of the cell: (column after it in the input, in the output)
+    trailing = None  # the comment after code on the line above: (its column in the input, in the output)
     for line in lines:
         if not line.tokens and line.comment is None:
+            trailing = None
             rendered.append(_Rendered("", blank=True, continuation=line.break_pos >= 0 and _inside_cell(line.break_pos, spans)))
             continue
         continuation = line.after_backslash or (line.break_pos >= 0 and _inside_cell(line.break_pos, spans))
@@ -184,16 +187,12 @@ def _render(lines: List[_Line], spans) -> str:
         if continuation:
             indent = " " * _continuation_indent(line, len(indent), brackets)
         code, offsets = _code(line.tokens)
-        body = indent + code
         for token, offset in zip(line.tokens, offsets):
             if token.type in ("LPAR", "LSQB"):
                 brackets.append((token.column, len(indent) + offset + 1))
             elif token.type in ("RPAR", "RSQB") and brackets:
                 brackets.pop()
-        if line.comment is not None:
-            if line.tokens:
-                body += " " * max(line.comment_column - 1 - len(body), 1)
-            body += line.comment
+        body, trailing = _with_comment(line, indent + code, trailing)
         if line.ends_with_backslash:
             body += " \\"
         opened = sum(t.type == "LBRACE" for t in line.tokens)
@@ -206,6 +205,23 @@ def _render(lines: List[_Line], spans) -> str:
             closes_top_block=closed > 0 and depth == 0,
         ))
     return _join(rendered)
+
+
+def _with_comment(line: _Line, body: str, above):
+    """The line with its comment, and where a comment continued on the next line goes.
+
+    `above` is (input column, output column) of the comment that followed code
+    on the line above, or of a comment continued under it.
+    """
+    if line.comment is None:
+        return body, None
+    if line.tokens:
+        body += " " * max(line.comment_column - 1 - len(body), 1)
+    elif above and line.comment_column == above[0] and above[1] - 1 > len(body):
+        body = " " * (above[1] - 1)
+    else:
+        return body + line.comment, None
+    return body + line.comment, (line.comment_column, len(body) + 1)
 
 
 def _continuation_indent(line: _Line, base: int, brackets) -> int:

@@ -113,6 +113,21 @@ def test_formatting_keeps_hanging_alignment_inside_brackets():
                                  '}\n')
 
 
+def test_a_comment_continued_under_a_trailing_comment_stays_under_it():
+    text = ('model m "M" {\n'
+            '  layers = 32       # the layers\n'
+            '                    # of the model\n'
+            '  heads = 4\n'
+            '                    # a comment line of its own\n'
+            '}\n')
+    assert format_text(text) == ('model m "M" {\n'
+                                 '    layers = 32     # the layers\n'
+                                 '                    # of the model\n'
+                                 '    heads = 4\n'
+                                 '    # a comment line of its own\n'
+                                 '}\n')
+
+
 def test_crlf_and_missing_final_newline():
     assert format_text('model m "M" {\r\n  layers = 2\r\n}') == 'model m "M" {\n    layers = 2\n}\n'
 
