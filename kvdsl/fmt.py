@@ -16,7 +16,8 @@ The layout, token by token (the Lark parser gives the tokens):
   when the code now reaches it; comment lines written under such a comment,
   in its column, stay under it;
 - at most one blank line in a row, none at the start of a block or before
-  its `}`, none inside a cell, exactly one after a top-level block's `}`;
+  its `}`, none inside a cell; exactly one after a top-level block's `}`,
+  and before a block's first line unless comment lines lead into it;
   no blank lines at the start or end of the file, which ends with one newline;
 - a rule stays on the lines it was written on: nothing is wrapped or joined.
 
@@ -166,6 +167,8 @@ class _Rendered:
     opens: bool = False  # its last token is `{`
     starts_with_close: bool = False
     closes_top_block: bool = False
+    starts_top_block: bool = False  # a block's or defaults' first line
+    comment_only: bool = False
 
 
 def _render(lines: List[_Line], spans) -> str:
@@ -203,6 +206,8 @@ def _render(lines: List[_Line], spans) -> str:
             opens=bool(line.tokens) and line.tokens[-1].type == "LBRACE",
             starts_with_close=starts_with_close,
             closes_top_block=closed > 0 and depth == 0,
+            starts_top_block=opened > 0 and depth == opened - closed and line.tokens[0].type != "RBRACE",
+            comment_only=not line.tokens,
         ))
     return _join(rendered)
 
@@ -242,7 +247,7 @@ def _join(rendered: List[_Rendered]) -> str:
             blank_seen = True
             continue
         if previous is not None:
-            if previous.closes_top_block:
+            if previous.closes_top_block or (line.starts_top_block and not previous.comment_only):
                 wanted = True
             elif previous.opens or line.starts_with_close or line.continuation:
                 wanted = False

@@ -55,6 +55,7 @@ model e "E" {}
 
 MESSY_FORMATTED = """# a header
 import "other.kvspec"
+
 model m "M" {
     layers = 32 # layers
     heads = 32     # aligned by hand
