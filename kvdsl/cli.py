@@ -126,7 +126,7 @@ def _fmt_summary(changed, unchanged, failed, check_only):
     parts = []
     if changed:
         parts.append(f"{files(changed)} {'would be formatted' if check_only else 'formatted'}")
-    if unchanged or not parts:
+    if unchanged or not (changed or failed):
         parts.append(f"{files(unchanged)} {'already formatted' if check_only else 'unchanged'}")
     if failed:
         parts.append(f"{files(failed)} not formatted (errors above)")
