@@ -247,3 +247,9 @@ def test_a_formatter_bug_is_reported_and_nothing_is_written(tmp_path, monkeypatc
     assert result.exit_code == 3
     assert "internal error: FormatterBug" in result.output
     assert path.read_text(encoding="utf-8") == 'model a "A" {\n    let x = 1\n}\n'
+
+
+def test_every_spec_and_the_prelude_is_formatted():
+    result = CliRunner().invoke(main, ["fmt", "--check", str(ROOT / "specs"), str(ROOT / "kvdsl" / "prelude")])
+    assert result.exit_code == 0, result.output
+    assert result.output.endswith("files already formatted\n")
