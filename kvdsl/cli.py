@@ -86,6 +86,53 @@ def check(paths):
     click.echo(f"ok: {summary or 'no blocks'}; {cells:,} cells")
 
 
+@main.command("fmt")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--check", "check_only", is_flag=True, help="Write nothing; list the files that would change and exit 1 if any would.")
+@click.option("--diff", "show_diff", is_flag=True, help="Write nothing; print the changes as a unified diff.")
+@reports_errors
+def fmt_command(paths, check_only, show_diff):
+    """Lay out specs in kvspec's one format: files, or directories searched for *.kvspec."""
+    from .fmt import format_file, spec_paths, unified_diff, write_formatted
+
+    changed = unchanged = failed = 0
+    for path in spec_paths(paths):
+        result = format_file(path)
+        if result.error is not None:
+            failed += 1
+            click.echo(result.error.render(), err=True)
+            continue
+        if not result.changed:
+            unchanged += 1
+            continue
+        changed += 1
+        if show_diff:
+            click.echo(unified_diff(result), nl=False)
+        elif check_only:
+            click.echo(f"would format {path}")
+        else:
+            write_formatted(result)
+            click.echo(f"formatted {path}")
+    if not show_diff:
+        click.echo(_fmt_summary(changed, unchanged, failed, check_only))
+    if failed or (check_only and changed):
+        sys.exit(EXIT_SPEC_ERROR)
+
+
+def _fmt_summary(changed, unchanged, failed, check_only):
+    def files(n):
+        return f"{n} file{'' if n == 1 else 's'}"
+
+    parts = []
+    if changed:
+        parts.append(f"{files(changed)} {'would be formatted' if check_only else 'formatted'}")
+    if unchanged or not (changed or failed):
+        parts.append(f"{files(unchanged)} {'already formatted' if check_only else 'unchanged'}")
+    if failed:
+        parts.append(f"{files(failed)} not formatted (errors above)")
+    return ", ".join(parts)
+
+
 @main.command("eval")
 @paths_argument
 @set_option
