@@ -332,6 +332,17 @@ def import_command(source, out, name, title, force, strict):
                    f"{model.params.total / 1e9:.2f}B parameters)", err=True)
 
 
+@main.command()
+@reports_errors
+def lsp():
+    """Run the language server on stdin and stdout (for editors; needs `pip install 'kvdsl[lsp]'`)."""
+    try:
+        from .lsp import serve
+    except ImportError as exc:
+        raise UsageError(f"`kvdsl lsp` needs pygls: {exc}", hint="pip install 'kvdsl[lsp]'") from None
+    serve()
+
+
 def _model_settings(paths, settings):
     """Table settings apply to the models, not to deployments."""
     from .api import Setting, build_program

@@ -1,0 +1,311 @@
+"""`kvdsl lsp`: a Language Server Protocol server over stdio, built on pygls.
+
+Each open document is analysed (loaded with every open buffer in place of
+its file, resolved, evaluated) on a worker thread, a short while after the
+last change.  Diagnostics are published for every file an analysis found
+errors in; hover, definitions and completion answer from the document's last
+analysis that evaluated, so they stay fast while a new one runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from lsprotocol import types
+from pygls.lsp.server import LanguageServer
+from pygls.uris import from_fs_path, to_fs_path
+
+from . import __version__
+from . import lsp_analysis as an
+from .errors import KvdslError, Span, split_lines, source_line
+
+DEBOUNCE_SECONDS = 0.25  # after a change, wait this long for the next before analysing
+LOG = logging.getLogger("kvdsl.lsp")
+
+
+# ---- positions: LSP counts UTF-16 code units from 0, spans count characters from 1 -------------
+
+
+def utf16_column(line: str, column: int) -> int:
+    """A 1-based character column on `line` -> the 0-based UTF-16 offset LSP uses."""
+    head = line[: max(column - 1, 0)]
+    return len(head) + sum(1 for ch in head if ord(ch) > 0xFFFF) + max(column - 1 - len(head), 0)
+
+
+def char_column(line: str, utf16: int) -> int:
+    """A 0-based UTF-16 offset on `line` -> the 1-based character column spans use."""
+    units = 0
+    for index, ch in enumerate(line):
+        if units >= utf16:
+            return index + 1
+        units += 2 if ord(ch) > 0xFFFF else 1
+    return len(line) + 1 + max(utf16 - units, 0)
+
+
+def span_range(span, lines: Optional[list] = None) -> types.Range:
+    """A Span -> an LSP range; `lines` (else the remembered source) converts columns to UTF-16."""
+    def line_text(number):
+        if lines is not None:
+            return lines[number - 1] if 1 <= number <= len(lines) else ""
+        text = source_line(Span(span.path, number, 1, number, 1))
+        return text or ""
+
+    start = types.Position(max(span.line - 1, 0), utf16_column(line_text(span.line), span.column))
+    end = types.Position(max(span.end_line - 1, 0), utf16_column(line_text(span.end_line), span.end_column))
+    return types.Range(start, end)
+
+
+def diagnostic(error: KvdslError) -> types.Diagnostic:
+    """A kvdsl error as an LSP diagnostic: its message, then its hint."""
+    message = error.message + (f"\nhint: {error.hint}" if error.hint else "")
+    where = span_range(error.span) if error.span is not None else types.Range(types.Position(0, 0), types.Position(0, 0))
+    severity = types.DiagnosticSeverity.Warning if error.severity == "warning" else types.DiagnosticSeverity.Error
+    return types.Diagnostic(where, message, severity=severity, source="kvdsl", code=type(error).__name__)
+
+
+# ---- documents -------------------------------------------------------------------------------------
+
+
+@dataclass
+class Document:
+    """An open document: its analyses, the last that evaluated, the files its errors were published to."""
+
+    uri: str
+    path: Path
+    generation: int = 0
+    pending: Optional[asyncio.Future] = None
+    latest: Optional[an.Analysis] = None
+    good: Optional[an.Analysis] = None
+    published: dict = field(default_factory=dict)  # uri -> [Diagnostic]
+
+
+class KvdslServer(LanguageServer):
+    """The language server: documents, a one-thread analysis pool, and the published diagnostics."""
+
+    def __init__(self):
+        super().__init__("kvdsl", __version__)
+        self.documents: dict = {}
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvdsl-analysis")
+
+    def text(self, uri: str) -> str:
+        return self.workspace.get_text_document(uri).source
+
+    def overlay(self) -> dict:
+        return {doc.path: self.text(doc.uri) for doc in self.documents.values()}
+
+    def schedule(self, doc: Document, delay: float) -> None:
+        """Analyse the document again after `delay` seconds, unless a newer request comes first."""
+        doc.generation += 1
+        generation = doc.generation
+        overlay = self.overlay()
+        text = overlay[doc.path]
+
+        def work():
+            if delay:
+                time.sleep(delay)
+            if generation != doc.generation:
+                return None
+            return an.analyze(doc.path, text, overlay)
+
+        future = asyncio.wrap_future(self.pool.submit(work))
+        doc.pending = future
+        future.add_done_callback(lambda f: self.analysed(doc, generation, f))
+
+    def analysed(self, doc: Document, generation: int, future) -> None:
+        if future.cancelled() or generation != doc.generation or doc.uri not in self.documents:
+            return
+        error = future.exception()
+        if error is not None:
+            LOG.error("analysis of %s failed: %r", doc.uri, error)
+            return
+        analysis = future.result()
+        if analysis is None:
+            return
+        doc.latest = analysis
+        if analysis.good:
+            doc.good = analysis
+        self.publish(doc, analysis)
+        for other in self.documents.values():  # files that import this one see its new text
+            if other is not doc and other.latest is not None and doc.path != other.path and analysis.shown in other.latest.files:
+                self.schedule(other, DEBOUNCE_SECONDS)
+
+    def publish(self, doc: Document, analysis: an.Analysis) -> None:
+        """Diagnostics for the document and for every file its errors are in; clear those gone."""
+        found: dict = {doc.uri: []}
+        for error in analysis.errors:
+            if error.span is None or error.span.path.startswith("--set "):
+                found[doc.uri].append(diagnostic(error))
+                continue
+            uri = doc.uri if error.span.path == analysis.shown else from_fs_path(str(an.source_file(error.span.path)))
+            found.setdefault(uri, []).append(diagnostic(error))
+        previous, doc.published = doc.published, found
+        for uri in set(previous) | set(found):
+            merged, seen = [], set()
+            for other in self.documents.values():
+                for d in other.published.get(uri, ()):
+                    signature = (d.range.start.line, d.range.start.character, d.message)
+                    if signature not in seen:
+                        seen.add(signature)
+                        merged.append(d)
+            self.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=merged))
+
+    async def analysis(self, uri: str) -> Optional[an.Analysis]:
+        """The document's last analysis that evaluated (waiting for the first), else its latest."""
+        doc = self.documents.get(uri)
+        if doc is None:
+            return None
+        if doc.good is None and doc.pending is not None and not doc.pending.done():
+            try:
+                await asyncio.shield(doc.pending)
+            except Exception:  # reported by `analysed`
+                pass
+        return doc.good or doc.latest
+
+
+server = KvdslServer()
+
+
+def _position(analysis: an.Analysis, position: types.Position) -> tuple:
+    lines = split_lines(analysis.text)
+    line = lines[position.line] if position.line < len(lines) else ""
+    return position.line + 1, char_column(line, position.character)
+
+
+def _location(path: Path, span) -> types.Location:
+    if span is None:
+        return types.Location(from_fs_path(str(path)), types.Range(types.Position(0, 0), types.Position(0, 0)))
+    try:
+        lines = split_lines(path.read_text(encoding="utf-8"))
+    except OSError:
+        lines = None
+    return types.Location(from_fs_path(str(path)), span_range(span, lines))
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_OPEN)
+def did_open(ls: KvdslServer, params: types.DidOpenTextDocumentParams):
+    uri = params.text_document.uri
+    path = to_fs_path(uri)
+    if path is None:
+        return
+    doc = Document(uri, Path(path).resolve())
+    ls.documents[uri] = doc
+    ls.schedule(doc, 0)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CHANGE)
+def did_change(ls: KvdslServer, params: types.DidChangeTextDocumentParams):
+    doc = ls.documents.get(params.text_document.uri)
+    if doc is not None:
+        ls.schedule(doc, DEBOUNCE_SECONDS)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: KvdslServer, params: types.DidCloseTextDocumentParams):
+    doc = ls.documents.pop(params.text_document.uri, None)
+    if doc is not None:
+        doc.generation += 1
+        for uri in doc.published:
+            ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+
+
+@server.feature(types.TEXT_DOCUMENT_HOVER)
+async def hover(ls: KvdslServer, params: types.HoverParams):
+    analysis = await ls.analysis(params.text_document.uri)
+    if analysis is None:
+        return None
+    target = an.locate(analysis, *_position(analysis, params.position))
+    text = an.hover(analysis, target) if target is not None else None
+    if text is None:
+        return None
+    return types.Hover(types.MarkupContent(types.MarkupKind.Markdown, text))
+
+
+@server.feature(types.TEXT_DOCUMENT_DEFINITION)
+async def definition(ls: KvdslServer, params: types.DefinitionParams):
+    analysis = await ls.analysis(params.text_document.uri)
+    if analysis is None:
+        return None
+    target = an.locate(analysis, *_position(analysis, params.position))
+    found = an.definition(analysis, target) if target is not None else None
+    return _location(*found) if found is not None else None
+
+
+COMPLETION_KINDS = {
+    "cell": types.CompletionItemKind.Field,
+    "block": types.CompletionItemKind.Module,
+    "format": types.CompletionItemKind.EnumMember,
+    "engine": types.CompletionItemKind.Class,
+    "unit": types.CompletionItemKind.Unit,
+}
+
+
+@server.feature(types.TEXT_DOCUMENT_COMPLETION, types.CompletionOptions(trigger_characters=["."]))
+async def completion(ls: KvdslServer, params: types.CompletionParams):
+    analysis = await ls.analysis(params.text_document.uri)
+    text = ls.text(params.text_document.uri)
+    lines = split_lines(text)
+    line = lines[params.position.line] if params.position.line < len(lines) else ""
+    column = char_column(line, params.position.character)
+    items = [types.CompletionItem(c.label, kind=COMPLETION_KINDS[c.kind], detail=c.detail,
+                                  documentation=c.doc or None)
+             for c in an.complete(analysis, text, params.position.line + 1, column)]
+    return types.CompletionList(is_incomplete=False, items=items)
+
+
+SYMBOL_KINDS = {
+    "block": types.SymbolKind.Struct,
+    "defaults": types.SymbolKind.Namespace,
+    "cell": types.SymbolKind.Field,
+    "import": types.SymbolKind.File,
+}
+
+
+@server.feature(types.TEXT_DOCUMENT_DOCUMENT_SYMBOL)
+async def document_symbol(ls: KvdslServer, params: types.DocumentSymbolParams):
+    doc = ls.documents.get(params.text_document.uri)
+    await ls.analysis(params.text_document.uri)
+    analysis = next((a for a in (doc.latest, doc.good) if a is not None and a.spec is not None), None) if doc else None
+    if analysis is None:
+        return []
+    lines = split_lines(analysis.text)
+
+    def convert(symbol):
+        return types.DocumentSymbol(
+            name=symbol.name, detail=symbol.detail, kind=SYMBOL_KINDS[symbol.kind],
+            range=span_range(symbol.span, lines), selection_range=span_range(symbol.name_span, lines),
+            children=[convert(c) for c in symbol.children] or None)
+
+    return [convert(s) for s in an.symbols(analysis.spec)]
+
+
+@server.feature(types.TEXT_DOCUMENT_FORMATTING)
+def formatting(ls: KvdslServer, params: types.DocumentFormattingParams):
+    try:
+        from .fmt import format_text
+    except ImportError:
+        return []
+    text = ls.text(params.text_document.uri)
+    try:
+        formatted = format_text(text)
+    except KvdslError:  # text that does not parse is left as it is
+        return []
+    if formatted == text:
+        return []
+    lines = text.split("\n")
+    end = types.Position(len(lines) - 1, utf16_column(lines[-1], len(lines[-1]) + 1))
+    return [types.TextEdit(types.Range(types.Position(0, 0), end), formatted)]
+
+
+def serve() -> None:
+    """Run the server on stdin and stdout until the client exits."""
+    logging.basicConfig(level=logging.WARNING)
+    server.start_io()
+
+
+__all__ = ["serve", "server", "utf16_column", "char_column", "diagnostic"]
