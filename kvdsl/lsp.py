@@ -253,7 +253,7 @@ async def completion(ls: KvdslServer, params: types.CompletionParams):
     line = lines[params.position.line] if params.position.line < len(lines) else ""
     column = char_column(line, params.position.character)
     items = [types.CompletionItem(c.label, kind=COMPLETION_KINDS[c.kind], detail=c.detail,
-                                  documentation=c.doc or None)
+                                  documentation=c.doc or None, sort_text=("0" if c.first else "1") + c.label)
              for c in an.complete(analysis, text, params.position.line + 1, column)]
     return types.CompletionList(is_incomplete=False, items=items)
 

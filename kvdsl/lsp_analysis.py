@@ -251,6 +251,9 @@ def definition(analysis: Analysis, target: Target) -> Optional[tuple]:
 def hover(analysis: Analysis, target: Target) -> Optional[str]:
     """Markdown for the target: a cell's value as `eval` prints it, its rule and origin; a block's verdict."""
     meaning = resolve(analysis, target)
+    if meaning is None and target.kind == "cell":  # a cell no block uses yet: what is written
+        return "\n".join([f"**{target.cell.name}**"] + (["", target.cell.doc] if target.cell.doc else [])
+                         + ["", "```kvspec", target.cell.source.strip(), "```"])
     if meaning is None:
         return None
     if meaning.path is not None:
@@ -331,6 +334,7 @@ class Completion:
     kind: str  # "cell", "block", "format", "engine", "unit"
     detail: str = ""
     doc: str = ""
+    first: bool = False  # listed before the others: a block of the kind the cell names
 
 
 @lru_cache(maxsize=1)
@@ -391,9 +395,33 @@ def complete(analysis: Optional[Analysis], text: str, line: int, column: int) ->
     if place is None:
         return []
     kind, block = place
-    if re.fullmatch(r"\s*(let\s+)?[\w.]*", before):
+    dotted = re.search(r"(\w+)\.\w*$", before)
+    if dotted:
+        return _members(analysis, kind, block, dotted.group(1))
+    if re.fullmatch(r"\s*(let\s+)?\w*", before):
         return [Completion(name, "cell", f"{kind} cell", doc) for name, doc in sorted(kind_cells(kind, analysis).items())]
     return _values(analysis, kind, block, before)
+
+
+def _members(analysis: Optional[Analysis], kind: str, block: Optional[str], head: str) -> list:
+    """What follows `head.`: an engine's rules, or the cells of the block a cell or name refers to."""
+    program = analysis.program if analysis is not None else None
+    target_kind = None
+    if program is not None:
+        info = program.blocks.get(head)
+        if info is not None and info.kind == "engine" and info.template is not None:
+            return [Completion(name, "cell", f"engine {head} rule", stack[0][0].doc)
+                    for name, stack in sorted(info.template.items()) if not name.startswith(m.REQUIRE + " ")]
+        rc = program.cells.get((block, head)) if block else None
+        if rc is not None and rc.ref_target in program.blocks:
+            target_kind = program.blocks[rc.ref_target].kind
+        elif info is not None:
+            target_kind = info.kind
+    if target_kind is None and head in m.BLOCK_KINDS:
+        target_kind = head
+    if target_kind is None:
+        return []
+    return [Completion(name, "cell", f"{target_kind} cell", doc) for name, doc in sorted(kind_cells(target_kind, analysis).items())]
 
 
 def _units() -> list:
@@ -403,10 +431,17 @@ def _units() -> list:
 
 
 def _values(analysis: Optional[Analysis], kind: str, block: Optional[str], before: str) -> list:
+    """After `=`: the block's cells, and every block (those of the kind the cell names first)."""
+    expected = None
+    lhs = re.match(r"\s*(?:let\s+)?([\w.]+)\s*=", before)
+    if lhs and block and analysis is not None and analysis.program is not None:
+        rc = analysis.program.cells.get((block, lhs.group(1)))
+        if rc is not None and rc.ref_target in analysis.program.blocks:
+            expected = analysis.program.blocks[rc.ref_target].kind
     out = [Completion(name, "cell", f"{kind} cell", doc) for name, doc in sorted(kind_cells(kind, analysis).items())]
     for b_kind, name, title in _blocks(analysis):
         what = b_kind if b_kind in ("format", "engine") else "block"
-        out.append(Completion(name, what, f"{b_kind}: {title}"))
+        out.append(Completion(name, what, f"{b_kind}: {title}", first=b_kind == expected))
     return out
 
 

@@ -232,8 +232,8 @@ def test_hover_on_a_deployment_name_gives_its_verdict(session, deployment):
 def test_hover_on_a_cell_of_another_file_says_where_it_is_defined(session, deployment):
     _, uri = deployment
     text = session.hover(uri, *_position(DEPLOYMENT, "model.kv_heads", 8)).contents.value
-    assert text.startswith("**kv_heads** = `8`") and "model `llama_3_1_70b`" in text
-    assert "defined in this block at `../models/llama_3_1_70b.kvspec" in text or "models/llama_3_1_70b.kvspec" in text
+    assert text.startswith("**kv_heads** = `8`  (model `llama_3_1_70b`)")
+    assert "defined in this block at `models/llama_3_1_70b.kvspec:" in text  # the server runs in the workspace
 
 
 def _line_at(location: types.Location) -> str:
@@ -284,6 +284,10 @@ def test_completion_of_values_and_units(session, deployment):
     values = {i.label: i for i in session.complete(uri, *_position(DEPLOYMENT, "= fp8", 2)).items}
     assert {"fp8", "q4_0", "bf16"} <= set(values) and values["q4_0"].kind == types.CompletionItemKind.EnumMember
     assert {"vllm", "sglang"} <= set(values) and "llama_3_1_70b" in values and "h100_sxm" in values
+    formats_first = sorted(values.values(), key=lambda i: i.sort_text)[:5]
+    assert all(i.kind == types.CompletionItemKind.EnumMember for i in formats_first)  # kv_dtype names a format
+    members = {i.label for i in session.complete(uri, *_position(DEPLOYMENT, "model.kv_heads", 6)).items}
+    assert {"kv_heads", "layers", "head_dim"} <= members and "gpus" not in members
 
 
 def test_completion_of_units_after_a_number(session, workspace):
@@ -315,3 +319,15 @@ def test_formatting_returns_the_formatter_s_text(session, workspace):
     expected = fmt.format_text(messy)
     assert expected != messy and len(edits) == 1 and edits[0].new_text == expected
     assert (edits[0].range.start.line, edits[0].range.start.character) == (0, 0)
+
+
+def test_eval_does_not_import_the_language_server(tmp_path):
+    import subprocess
+
+    spec = SPECS / "deployments" / "llama_3_1_70b_h100x4_fp8.kvspec"
+    code = ("import sys; from kvdsl.cli import main\n"
+            "try:\n    main(['eval', sys.argv[1]])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pygls', 'lsprotocol', 'sympy')))")
+    out = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True, text=True, cwd=ROOT, check=True,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.stdout.strip().endswith("[]"), out.stdout[-500:]
