@@ -339,7 +339,9 @@ def lsp():
     try:
         from .lsp import serve
     except ImportError as exc:
-        raise UsageError(f"`kvdsl lsp` needs pygls: {exc}", hint="pip install 'kvdsl[lsp]'") from None
+        if (exc.name or "").split(".")[0] not in ("pygls", "lsprotocol"):
+            raise
+        raise UsageError("`kvdsl lsp` needs pygls, which is not installed", hint="pip install 'kvdsl[lsp]'") from None
     serve()
 
 

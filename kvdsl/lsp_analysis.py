@@ -279,12 +279,15 @@ def _cell_hover(analysis: Analysis, key: tuple) -> str:
     value = value_text(analysis, key)
     head = f"**{rc.name}** = `{value}`" if value is not None else f"**{rc.name}**"
     lines = [f"{head}  ({info.kind} `{rc.block}`)"]
-    if rc.cell.doc:
-        lines += ["", rc.cell.doc]
+    doc = next((c.doc for c in (rc.cell, *rc.shadowed) if c.doc), "")
+    if doc:
+        lines += ["", doc]
     source = rc.cell.source.strip()
     if source:
         lines += ["", "```kvspec", source, "```"]
     lines += ["", origin_text(program, rc)]
+    if rc.shadowed:
+        lines[-1] += f"; overrides `{rc.shadowed[0].name_span}`"
     return "\n".join(lines)
 
 
