@@ -121,8 +121,11 @@ class KvdslServer(LanguageServer):
         if future.cancelled() or generation != doc.generation or doc.uri not in self.documents:
             return
         error = future.exception()
-        if error is not None:
+        if error is not None:  # a bug in kvdsl, not in the spec: say so where the user looks
             LOG.error("analysis of %s failed: %r", doc.uri, error)
+            failed = an.Analysis(doc.path, an.display_path(doc.path), "", errors=[KvdslError(
+                f"internal error: {type(error).__name__}: {error}; this is a bug in kvdsl")])
+            self.publish(doc, failed)
             return
         analysis = future.result()
         if analysis is None:

@@ -36,6 +36,8 @@ class Analysis:
     values: Optional[dict] = None
     errors: list = field(default_factory=list)
     files: list = field(default_factory=list)  # display paths of every file loaded
+    defaults: list = field(default_factory=list)  # (Defaults, is_prelude) of every file loaded
+    blocks: list = field(default_factory=list)  # (Block, is_prelude) of every file loaded
     _by_span: Optional[dict] = None
 
     @property
@@ -72,6 +74,7 @@ def analyze(path: Path, text: str, overlay: dict) -> Analysis:
             pass  # the loader meets the same errors and reports them
         workspace = load([str(path)])
         result.files = list(workspace.files)
+        result.defaults, result.blocks = list(workspace.defaults), list(workspace.blocks)
         try:
             program = build(workspace)
             result.program = program
@@ -348,13 +351,11 @@ def _prelude_workspace():
 def kind_cells(kind: str, analysis: Optional[Analysis] = None) -> dict:
     """name -> description of the cells every block of `kind` has (the prelude's and the user's `let`)."""
     out: dict = {}
-    defaults = [d for d, _ in _prelude_workspace().defaults]
-    if analysis is not None and analysis.spec is not None:
-        defaults += [d for d in analysis.spec.items if isinstance(d, m.Defaults)]
-    for d in defaults:
+    loaded = analysis.defaults if analysis is not None and analysis.defaults else _prelude_workspace().defaults
+    for d, prelude in loaded:
         if kind in d.kinds:
             for cell in d.cells:
-                if cell.form != "require" and cell.name not in out:
+                if cell.form != "require" and cell.name not in out and (prelude or cell.new or cell.form == "declare"):
                     out[cell.name] = cell.doc
     return out
 
@@ -363,7 +364,8 @@ def _blocks(analysis: Optional[Analysis]) -> list:
     """(kind, name, title) of every block known: the analysis's program, else the prelude's."""
     if analysis is not None and analysis.program is not None:
         return [(b.kind, b.name, b.title) for b in analysis.program.blocks.values()]
-    return [(b.kind, b.name, b.title) for b, _ in _prelude_workspace().blocks]
+    loaded = analysis.blocks if analysis is not None and analysis.blocks else _prelude_workspace().blocks
+    return [(b.kind, b.name, b.title) for b, _ in loaded]
 
 
 HEADER = re.compile(r"^\s*(?:(model|hardware|deployment|format|engine|workload)\s+(\w+)|defaults\s+([\w\s,]+?))\b[^#]*\{")
