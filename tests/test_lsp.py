@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import re
 import shutil
@@ -206,8 +207,13 @@ def test_errors_in_an_imported_file_are_published_for_that_file(session, workspa
     assert found.message.startswith(message)
 
 
+@functools.lru_cache(maxsize=None)
+def _eval_output(path: Path) -> str:
+    return cli("eval", path, code=0).output
+
+
 def _eval_value(path: Path, block: str, cell: str) -> str:
-    output = cli("eval", path, code=0).output
+    output = _eval_output(path)
     section = output[output.index(f"deployment {block} "):]
     return re.search(rf"^  {cell} +(.+)$", section, re.M).group(1)
 
@@ -225,7 +231,7 @@ def test_hover_on_max_batch_gives_the_value_eval_prints(session, deployment):
 def test_hover_on_a_deployment_name_gives_its_verdict(session, deployment):
     path, uri = deployment
     reply = session.hover(uri, *_position(DEPLOYMENT, "llama_70b_h100x4", 2))
-    verdict = re.search(r"^  => (fits.*)$", cli("eval", path, code=0).output, re.M).group(1)
+    verdict = re.search(r"^  => (fits.*)$", _eval_output(path), re.M).group(1)
     assert verdict in reply.contents.value
 
 
@@ -319,6 +325,43 @@ def test_formatting_returns_the_formatter_s_text(session, workspace):
     expected = fmt.format_text(messy)
     assert expected != messy and len(edits) == 1 and edits[0].new_text == expected
     assert (edits[0].range.start.line, edits[0].range.start.character) == (0, 0)
+
+
+def test_an_unsaved_change_to_an_imported_file_reaches_the_files_that_import_it(session, workspace):
+    import time
+
+    folder = workspace / "edited"
+    (folder / "models").mkdir(parents=True)
+    (folder / "hardware").mkdir()
+    model = folder / "models" / "llama_3_1_70b.kvspec"
+    shutil.copy(workspace / "models" / "llama_3_1_70b.kvspec", model)
+    shutil.copy(workspace / "hardware" / "h100_sxm.kvspec", folder / "hardware")
+    (folder / "deployments").mkdir()
+    path = folder / "deployments" / "llama.kvspec"
+    path.write_text(DEPLOYMENT)
+    uri = session.open(path)
+    session.wait_diagnostics(uri, 1)
+    where = _position(DEPLOYMENT, "model.kv_heads", 8)
+    assert session.hover(uri, *where).contents.value.startswith("**kv_heads** = `8`")
+    model_uri = session.open(model)
+    session.change(model_uri, model.read_text().replace("kv_heads = 8 ", "kv_heads = 16 "))
+    deadline = time.monotonic() + WAIT
+    while time.monotonic() < deadline:  # the deployment is analysed again after the model
+        text = session.hover(uri, *where).contents.value
+        if not text.startswith("**kv_heads** = `8`"):
+            break
+        time.sleep(0.2)
+    assert text.startswith("**kv_heads** = `16`"), text
+    assert "kv_heads = 8 " in model.read_text()  # nothing was written
+
+
+def test_positions_count_utf16_units():
+    from kvdsl.lsp import char_column, utf16_column
+
+    line = 'model m "\U0001F680 rocket" {'
+    assert utf16_column(line, 12) == 12  # past the rocket: one character, two UTF-16 units
+    assert char_column(line, 12) == 12 and char_column(line, 9) == 10
+    assert utf16_column(line, 9) == 8 and utf16_column("ab", 5) == 4
 
 
 def test_eval_does_not_import_the_language_server():
