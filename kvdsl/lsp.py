@@ -296,7 +296,10 @@ def formatting(ls: KvdslServer, params: types.DocumentFormattingParams):
     text = ls.text(params.text_document.uri)
     try:
         formatted = format_text(text)
-    except KvdslError:  # text that does not parse is left as it is
+    except KvdslError:  # text that does not parse is left as it is; diagnostics say why
+        return []
+    except Exception as exc:  # the formatter refused its own result: leave the text, say so
+        ls.window_show_message(types.ShowMessageParams(types.MessageType.Error, f"kvdsl fmt: {exc}"))
         return []
     if formatted == text:
         return []
