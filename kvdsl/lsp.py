@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +26,7 @@ from . import __version__
 from . import lsp_analysis as an
 from .errors import KvdslError, Span, split_lines, source_line
 
+STACK_BYTES = 256 * 2**20
 DEBOUNCE_SECONDS = 0.25  # after a change, wait this long for the next before analysing
 LOG = logging.getLogger("kvdsl.lsp")
 
@@ -91,6 +93,9 @@ class KvdslServer(LanguageServer):
     def __init__(self):
         super().__init__("kvdsl", __version__)
         self.documents: dict = {}
+        # hazard: evaluation recurses once per level of an expression (up to 20,000 frames);
+        # a worker thread needs the stack the main thread has
+        threading.stack_size(max(threading.stack_size(), STACK_BYTES))
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvdsl-analysis")
 
     def text(self, uri: str) -> str:
@@ -148,7 +153,11 @@ class KvdslServer(LanguageServer):
             uri = doc.uri if error.span.path == analysis.shown else from_fs_path(str(an.source_file(error.span.path)))
             found.setdefault(uri, []).append(diagnostic(error))
         previous, doc.published = doc.published, found
-        for uri in set(previous) | set(found):
+        self.republish(set(previous) | set(found))
+
+    def republish(self, uris) -> None:
+        """Publish for each uri what every open document found there, once each."""
+        for uri in uris:
             merged, seen = [], set()
             for other in self.documents.values():
                 for d in other.published.get(uri, ()):
@@ -213,8 +222,7 @@ def did_close(ls: KvdslServer, params: types.DidCloseTextDocumentParams):
     doc = ls.documents.pop(params.text_document.uri, None)
     if doc is not None:
         doc.generation += 1
-        for uri in doc.published:
-            ls.text_document_publish_diagnostics(types.PublishDiagnosticsParams(uri=uri, diagnostics=[]))
+        ls.republish(doc.published)
 
 
 @server.feature(types.TEXT_DOCUMENT_HOVER)

@@ -22,6 +22,8 @@ from .errors import KvdslError, Span, flatten
 from .loader import PRELUDE, display_path, load, overlaid
 
 PRELUDE_SHOWN = "kvdsl/prelude/"
+TOO_DEEP = ("the spec nests too deeply to evaluate (an expression or a chain of rules "
+            "thousands of levels deep)")  # as `kvdsl check` says it
 
 
 @dataclass
@@ -70,12 +72,12 @@ def analyze(path: Path, text: str, overlay: dict) -> Analysis:
     with overlaid({**overlay, path: text}):
         try:
             result.spec = parse_cached(text, shown)
-        except KvdslError:
+        except (KvdslError, RecursionError):
             pass  # the loader meets the same errors and reports them
-        workspace = load([str(path)])
-        result.files = list(workspace.files)
-        result.defaults, result.blocks = list(workspace.defaults), list(workspace.blocks)
         try:
+            workspace = load([str(path)])
+            result.files = list(workspace.files)
+            result.defaults, result.blocks = list(workspace.defaults), list(workspace.blocks)
             program = build(workspace)
             result.program = program
             base = evaluate(program)
@@ -84,7 +86,7 @@ def analyze(path: Path, text: str, overlay: dict) -> Analysis:
         except KvdslError as exc:
             result.errors = flatten(exc)
         except RecursionError:
-            result.errors = [KvdslError("the spec nests too deeply to evaluate", Span(shown, 1, 1, 1, 2))]
+            result.errors = [KvdslError(TOO_DEEP)]
     return result
 
 
