@@ -112,8 +112,9 @@ class KvdslServer(LanguageServer):
         text = overlay[doc.path]
 
         def work():
-            if delay:
-                time.sleep(delay)
+            if generation != doc.generation:  # a newer request is queued behind this one
+                return None
+            time.sleep(delay)
             if generation != doc.generation:
                 return None
             return an.analyze(doc.path, text, overlay)
@@ -172,11 +173,12 @@ class KvdslServer(LanguageServer):
         doc = self.documents.get(uri)
         if doc is None:
             return None
-        if doc.good is None and doc.pending is not None and not doc.pending.done():
+        while doc.good is None and doc.pending is not None and not doc.pending.done():
             try:
                 await asyncio.shield(doc.pending)
             except Exception:  # reported by `analysed`
-                pass
+                break
+            await asyncio.sleep(0)  # let `analysed` run before looking again
         return doc.good or doc.latest
 
 
@@ -192,11 +194,7 @@ def _position(analysis: an.Analysis, position: types.Position) -> tuple:
 def _location(path: Path, span) -> types.Location:
     if span is None:
         return types.Location(from_fs_path(str(path)), types.Range(types.Position(0, 0), types.Position(0, 0)))
-    try:
-        lines = split_lines(path.read_text(encoding="utf-8"))
-    except OSError:
-        lines = None
-    return types.Location(from_fs_path(str(path)), span_range(span, lines))
+    return types.Location(from_fs_path(str(path)), span_range(span))  # columns per the text last parsed
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
