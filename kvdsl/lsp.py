@@ -31,42 +31,49 @@ DEBOUNCE_SECONDS = 0.25  # after a change, wait this long for the next before an
 LOG = logging.getLogger("kvdsl.lsp")
 
 
-# ---- positions: LSP counts UTF-16 code units from 0, spans count characters from 1 -------------
+# ---- positions: LSP counts code units (UTF-16 unless agreed otherwise) from 0, spans count characters from 1 ----
 
 
-def utf16_column(line: str, column: int) -> int:
-    """A 1-based character column on `line` -> the 0-based UTF-16 offset LSP uses."""
+def _units(ch: str, encoding: str) -> int:
+    if encoding == "utf-8":
+        return len(ch.encode("utf-8", "surrogatepass"))
+    if encoding == "utf-32":
+        return 1
+    return 2 if ord(ch) > 0xFFFF else 1
+
+
+def client_column(line: str, column: int, encoding: str = "utf-16") -> int:
+    """A 1-based character column on `line` -> the 0-based offset in the client's code units."""
     head = line[: max(column - 1, 0)]
-    return len(head) + sum(1 for ch in head if ord(ch) > 0xFFFF) + max(column - 1 - len(head), 0)
+    return sum(_units(ch, encoding) for ch in head) + max(column - 1 - len(head), 0)
 
 
-def char_column(line: str, utf16: int) -> int:
-    """A 0-based UTF-16 offset on `line` -> the 1-based character column spans use."""
+def char_column(line: str, offset: int, encoding: str = "utf-16") -> int:
+    """A 0-based offset in the client's code units on `line` -> the 1-based character column spans use."""
     units = 0
     for index, ch in enumerate(line):
-        if units >= utf16:
+        if units >= offset:
             return index + 1
-        units += 2 if ord(ch) > 0xFFFF else 1
-    return len(line) + 1 + max(utf16 - units, 0)
+        units += _units(ch, encoding)
+    return len(line) + 1 + max(offset - units, 0)
 
 
-def span_range(span, lines: Optional[list] = None) -> types.Range:
-    """A Span -> an LSP range; `lines` (else the remembered source) converts columns to UTF-16."""
+def span_range(span, encoding: str = "utf-16", lines: Optional[list] = None) -> types.Range:
+    """A Span -> an LSP range; `lines` (else the text last parsed) converts the columns."""
     def line_text(number):
         if lines is not None:
             return lines[number - 1] if 1 <= number <= len(lines) else ""
-        text = source_line(Span(span.path, number, 1, number, 1))
-        return text or ""
+        return source_line(Span(span.path, number, 1, number, 1)) or ""
 
-    start = types.Position(max(span.line - 1, 0), utf16_column(line_text(span.line), span.column))
-    end = types.Position(max(span.end_line - 1, 0), utf16_column(line_text(span.end_line), span.end_column))
+    start = types.Position(max(span.line - 1, 0), client_column(line_text(span.line), span.column, encoding))
+    end = types.Position(max(span.end_line - 1, 0), client_column(line_text(span.end_line), span.end_column, encoding))
     return types.Range(start, end)
 
 
-def diagnostic(error: KvdslError) -> types.Diagnostic:
+def diagnostic(error: KvdslError, encoding: str = "utf-16") -> types.Diagnostic:
     """A kvdsl error as an LSP diagnostic: its message, then its hint."""
     message = error.message + (f"\nhint: {error.hint}" if error.hint else "")
-    where = span_range(error.span) if error.span is not None else types.Range(types.Position(0, 0), types.Position(0, 0))
+    where = span_range(error.span, encoding) if error.span is not None else types.Range(types.Position(0, 0), types.Position(0, 0))
     severity = types.DiagnosticSeverity.Warning if error.severity == "warning" else types.DiagnosticSeverity.Error
     return types.Diagnostic(where, message, severity=severity, source="kvdsl", code=type(error).__name__)
 
@@ -97,6 +104,11 @@ class KvdslServer(LanguageServer):
         # a worker thread needs the stack the main thread has
         threading.stack_size(max(threading.stack_size(), STACK_BYTES))
         self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kvdsl-analysis")
+
+    @property
+    def encoding(self) -> str:
+        """The position encoding agreed with the client."""
+        return str(self.workspace.position_encoding or "utf-16")
 
     def text(self, uri: str) -> str:
         return self.workspace.get_text_document(uri).source
@@ -149,10 +161,10 @@ class KvdslServer(LanguageServer):
         found: dict = {doc.uri: []}
         for error in analysis.errors:
             if error.span is None or error.span.path.startswith("--set "):
-                found[doc.uri].append(diagnostic(error))
+                found[doc.uri].append(diagnostic(error, self.encoding))
                 continue
             uri = doc.uri if error.span.path == analysis.shown else from_fs_path(str(an.source_file(error.span.path)))
-            found.setdefault(uri, []).append(diagnostic(error))
+            found.setdefault(uri, []).append(diagnostic(error, self.encoding))
         previous, doc.published = doc.published, found
         self.republish(set(previous) | set(found))
 
@@ -185,16 +197,16 @@ class KvdslServer(LanguageServer):
 server = KvdslServer()
 
 
-def _position(analysis: an.Analysis, position: types.Position) -> tuple:
+def _position(analysis: an.Analysis, position: types.Position, encoding: str) -> tuple:
     lines = split_lines(analysis.text)
     line = lines[position.line] if position.line < len(lines) else ""
-    return position.line + 1, char_column(line, position.character)
+    return position.line + 1, char_column(line, position.character, encoding)
 
 
-def _location(path: Path, span) -> types.Location:
+def _location(path: Path, span, encoding: str) -> types.Location:
     if span is None:
         return types.Location(from_fs_path(str(path)), types.Range(types.Position(0, 0), types.Position(0, 0)))
-    return types.Location(from_fs_path(str(path)), span_range(span))  # columns per the text last parsed
+    return types.Location(from_fs_path(str(path)), span_range(span, encoding))
 
 
 @server.feature(types.TEXT_DOCUMENT_DID_OPEN)
@@ -228,7 +240,7 @@ async def hover(ls: KvdslServer, params: types.HoverParams):
     analysis = await ls.analysis(params.text_document.uri)
     if analysis is None:
         return None
-    target = an.locate(analysis, *_position(analysis, params.position))
+    target = an.locate(analysis, *_position(analysis, params.position, ls.encoding))
     text = an.hover(analysis, target) if target is not None else None
     if text is None:
         return None
@@ -240,9 +252,9 @@ async def definition(ls: KvdslServer, params: types.DefinitionParams):
     analysis = await ls.analysis(params.text_document.uri)
     if analysis is None:
         return None
-    target = an.locate(analysis, *_position(analysis, params.position))
+    target = an.locate(analysis, *_position(analysis, params.position, ls.encoding))
     found = an.definition(analysis, target) if target is not None else None
-    return _location(*found) if found is not None else None
+    return _location(*found, ls.encoding) if found is not None else None
 
 
 COMPLETION_KINDS = {
@@ -260,7 +272,7 @@ async def completion(ls: KvdslServer, params: types.CompletionParams):
     text = ls.text(params.text_document.uri)
     lines = split_lines(text)
     line = lines[params.position.line] if params.position.line < len(lines) else ""
-    column = char_column(line, params.position.character)
+    column = char_column(line, params.position.character, ls.encoding)
     items = [types.CompletionItem(c.label, kind=COMPLETION_KINDS[c.kind], detail=c.detail,
                                   documentation=c.doc or None, sort_text=("0" if c.first else "1") + c.label)
              for c in an.complete(analysis, text, params.position.line + 1, column)]
@@ -287,7 +299,8 @@ async def document_symbol(ls: KvdslServer, params: types.DocumentSymbolParams):
     def convert(symbol):
         return types.DocumentSymbol(
             name=symbol.name, detail=symbol.detail, kind=SYMBOL_KINDS[symbol.kind],
-            range=span_range(symbol.span, lines), selection_range=span_range(symbol.name_span, lines),
+            range=span_range(symbol.span, ls.encoding, lines),
+            selection_range=span_range(symbol.name_span, ls.encoding, lines),
             children=[convert(c) for c in symbol.children] or None)
 
     return [convert(s) for s in an.symbols(analysis.spec)]
@@ -310,7 +323,7 @@ def formatting(ls: KvdslServer, params: types.DocumentFormattingParams):
     if formatted == text:
         return []
     lines = text.split("\n")
-    end = types.Position(len(lines) - 1, utf16_column(lines[-1], len(lines[-1]) + 1))
+    end = types.Position(len(lines) - 1, client_column(lines[-1], len(lines[-1]) + 1, ls.encoding))
     return [types.TextEdit(types.Range(types.Position(0, 0), end), formatted)]
 
 
@@ -320,4 +333,4 @@ def serve() -> None:
     server.start_io()
 
 
-__all__ = ["serve", "server", "utf16_column", "char_column", "diagnostic"]
+__all__ = ["serve", "server", "client_column", "char_column", "diagnostic"]

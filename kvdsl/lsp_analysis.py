@@ -185,7 +185,6 @@ class Meaning:
     key: Optional[tuple] = None
     block: Optional[str] = None
     path: Optional[Path] = None
-    via: Optional[object] = None  # the resolved cell the target was read in
 
 
 def resolve(analysis: Analysis, target: Target) -> Optional[Meaning]:
@@ -199,7 +198,7 @@ def resolve(analysis: Analysis, target: Target) -> Optional[Meaning]:
         return Meaning(block=target.name) if target.name in program.blocks else None
     if target.kind == "cell":
         rc = analysis.cell_at(target.cell)
-        return Meaning(key=rc.key, via=rc) if rc is not None else None
+        return Meaning(key=rc.key) if rc is not None else None
     if target.kind == "name":
         rc = analysis.cell_at(target.cell)
         if rc is None:
@@ -220,15 +219,15 @@ def _reference(program, rc, target: Target) -> Optional[Meaning]:
             continue
         through = list(ref.via) + [ref.key]
         if target.part == last:
-            return Meaning(key=ref.key, via=rc)
+            return Meaning(key=ref.key)
         if len(through) == len(target.node.parts):
-            return Meaning(key=through[target.part], via=rc)
+            return Meaning(key=through[target.part])
         head = target.node.parts[0]
-        return Meaning(block=head, via=rc) if target.part == 0 and head in program.blocks else Meaning(key=ref.key, via=rc)
+        return Meaning(block=head) if target.part == 0 and head in program.blocks else Meaning(key=ref.key)
     if isinstance(rc.ref_expr, str) and rc.ref_expr == target.name:
-        return Meaning(block=rc.ref_expr, via=rc)
+        return Meaning(block=rc.ref_expr)
     if target.name in program.blocks:
-        return Meaning(block=target.name, via=rc)
+        return Meaning(block=target.name)
     return None
 
 

@@ -355,13 +355,15 @@ def test_an_unsaved_change_to_an_imported_file_reaches_the_files_that_import_it(
     assert "kv_heads = 8 " in model.read_text()  # nothing was written
 
 
-def test_positions_count_utf16_units():
-    from kvdsl.lsp import char_column, utf16_column
+def test_positions_count_the_client_s_code_units():
+    from kvdsl.lsp import char_column, client_column
 
     line = 'model m "\U0001F680 rocket" {'
-    assert utf16_column(line, 12) == 12  # past the rocket: one character, two UTF-16 units
+    assert client_column(line, 12) == 12  # past the rocket: one character, two UTF-16 units
     assert char_column(line, 12) == 12 and char_column(line, 9) == 10
-    assert utf16_column(line, 9) == 8 and utf16_column("ab", 5) == 4
+    assert client_column(line, 9) == 8 and client_column("ab", 5) == 4
+    assert client_column(line, 12, "utf-8") == 14 and char_column(line, 14, "utf-8") == 12
+    assert client_column(line, 12, "utf-32") == 11 and char_column(line, 11, "utf-32") == 12
 
 
 def test_eval_does_not_import_the_language_server():
