@@ -242,6 +242,20 @@ def test_hover_on_a_cell_of_another_file_says_where_it_is_defined(session, deplo
     assert "defined in this block at `models/llama_3_1_70b.kvspec:" in text  # the server runs in the workspace
 
 
+def test_hover_says_when_a_cell_comes_from_the_block_a_model_extends(session, workspace):
+    text = DEPLOYMENT.replace('import "../hardware', 'import "half.kvspec"\nimport "../hardware').replace(
+        "model = llama_3_1_70b", "model = half_70b")
+    (workspace / "deployments" / "half.kvspec").write_text(
+        'import "../models/llama_3_1_70b.kvspec"\n\nmodel half_70b "Half" extends llama_3_1_70b {\n    layers = 40\n}\n')
+    path = workspace / "deployments" / "extends.kvspec"
+    path.write_text(text)
+    uri = session.open(path)
+    assert session.wait_diagnostics(uri, 1) == []
+    hover = session.hover(uri, *_position(text, "model.kv_heads", 8)).contents.value
+    assert hover.startswith("**kv_heads** = `8`  (model `half_70b`)")
+    assert "inherited from `llama_3_1_70b` (extends) at `models/llama_3_1_70b.kvspec:" in hover
+
+
 def _line_at(location: types.Location) -> str:
     path = Path(location.uri.replace("file://", ""))
     lines = path.read_text().split("\n")
