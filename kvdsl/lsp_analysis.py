@@ -203,20 +203,26 @@ def resolve(analysis: Analysis, target: Target) -> Optional[Meaning]:
         rc = analysis.cell_at(target.cell)
         if rc is None:
             return Meaning(block=target.name) if target.name in program.blocks else None
-        return _reference(program, rc, target)
+        return _reference(analysis, rc, target)
     return None
 
 
-def _reference(program, rc, target: Target) -> Optional[Meaning]:
+def _reference(analysis: Analysis, rc, target: Target) -> Optional[Meaning]:
     from .program import CellRef, walk_refs
 
+    program = analysis.program
     refs = list(walk_refs(rc.expr))
     if isinstance(rc.ref_expr, CellRef):
         refs.append(rc.ref_expr)
+    matching = [ref for ref in refs if ref.span == target.node.span]
     last = len(target.node.parts) - 1
-    for ref in refs:
-        if ref.span != target.node.span:
-            continue
+    if len(matching) > 1:  # `engine.x`: the deployment's `engine` cell, then the chosen engine's `x`
+        chooser = matching[0].key
+        if target.part == 0:
+            return Meaning(key=chooser)
+        chosen = (chooser[0], f"{(analysis.values or {}).get(chooser)}.{'.'.join(target.node.parts[1:])}")
+        return Meaning(key=chosen if chosen in program.cells else matching[-1].key)
+    for ref in matching:
         through = list(ref.via) + [ref.key]
         if target.part == last:
             return Meaning(key=ref.key)
@@ -261,7 +267,9 @@ def hover(analysis: Analysis, target: Target) -> Optional[str]:
     if meaning is None:
         return None
     if meaning.path is not None:
-        return f"import `{display_path(meaning.path)}`"
+        shown = display_path(meaning.path)
+        held = [f"{b.kind} `{b.name}`" for b, _ in analysis.blocks if b.span.path == shown]
+        return f"import `{shown}`" + (": " + ", ".join(held) if held else "")
     if meaning.block is not None:
         return _block_hover(analysis, meaning.block)
     return _cell_hover(analysis, meaning.key)

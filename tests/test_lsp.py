@@ -37,8 +37,10 @@ deployment llama_70b_h100x4 "Llama-3.1-70B on 4 x H100 SXM" {
     kv_dtype = fp8
     context = 32K
     batch = 24
+    engine = vllm
     let heads_per_gpu = model.kv_heads / gpus
     let spare_batch = max_batch - batch
+    let pages = engine.num_blocks
 
 }
 """
@@ -215,7 +217,7 @@ def _eval_output(path: Path) -> str:
 def _eval_value(path: Path, block: str, cell: str) -> str:
     output = _eval_output(path)
     section = output[output.index(f"deployment {block} "):]
-    return re.search(rf"^  {cell} +(.+)$", section, re.M).group(1)
+    return re.search(rf"^  {re.escape(cell)} +(.+)$", section, re.M).group(1)
 
 
 def test_hover_on_max_batch_gives_the_value_eval_prints(session, deployment):
@@ -226,6 +228,17 @@ def test_hover_on_max_batch_gives_the_value_eval_prints(session, deployment):
     assert f"**max_batch** = `{expected}`" in text
     assert "max_batch = if context <= model.context_limit" in text  # its rule
     assert "kvdsl/prelude/deployment.kvspec" in text and "prelude defaults" in text
+
+
+def test_engine_x_is_the_chosen_engine_s_cell(session, deployment):
+    path, uri = deployment
+    expected = _eval_value(path, "llama_70b_h100x4", "vllm.num_blocks")
+    where = _position(DEPLOYMENT, "engine.num_blocks", 8)
+    assert session.hover(uri, *where).contents.value.startswith(f"**vllm.num_blocks** = `{expected}`")
+    found = session.definition(uri, *where)
+    assert found.uri.endswith("/kvdsl/prelude/engine_vllm.kvspec") and _line_at(found) == "num_blocks"
+    chooser = session.definition(uri, *_position(DEPLOYMENT, "engine.num_blocks", 2))
+    assert chooser.uri == uri and _line_at(chooser) == "engine"
 
 
 def test_hover_on_a_deployment_name_gives_its_verdict(session, deployment):
@@ -285,6 +298,8 @@ def test_definition_of_a_prelude_cell_a_block_and_an_import(session, deployment,
     assert hardware.uri.endswith("hardware/h100_sxm.kvspec") and _line_at(hardware) == "h100_sxm"
     fp8 = session.definition(uri, *_position(DEPLOYMENT, "= fp8", 3))
     assert Path(fp8.uri.replace("file://", "")).name == "formats.kvspec" and _line_at(fp8) == "fp8"
+    assert session.hover(uri, *_position(DEPLOYMENT, "models/llama", 3)).contents.value == \
+        "import `models/llama_3_1_70b.kvspec`: model `llama_3_1_70b`"
     imported = session.definition(uri, *_position(DEPLOYMENT, "models/llama", 3))
     assert Path(imported.uri.replace("file://", "")) == workspace / "models" / "llama_3_1_70b.kvspec"
 
@@ -324,7 +339,8 @@ def test_document_symbols_list_blocks_and_their_cells(session, deployment):
     blocks = [s for s in symbols if s.kind == types.SymbolKind.Struct]
     assert [b.name for b in blocks] == ["llama_70b_h100x4"]
     cells = [c.name for c in blocks[0].children]
-    assert cells == ["model", "hardware", "gpus", "kv_dtype", "context", "batch", "heads_per_gpu", "spare_batch"]
+    assert cells == ["model", "hardware", "gpus", "kv_dtype", "context", "batch", "engine", "heads_per_gpu",
+                     "spare_batch", "pages"]
     assert [s.name for s in symbols if s.kind == types.SymbolKind.File] == ["../models/llama_3_1_70b.kvspec",
                                                                           "../hardware/h100_sxm.kvspec"]
 
