@@ -253,6 +253,13 @@ def did_close(ls: KvdslServer, params: types.DidCloseTextDocumentParams):
         ls.republish(doc.published)
 
 
+@server.feature(types.SHUTDOWN)
+def shutdown(ls: KvdslServer, params):
+    for doc in ls.documents.values():  # queued analyses return at once
+        doc.generation += 1
+    ls.pool.shutdown(wait=False, cancel_futures=True)
+
+
 @server.feature(types.TEXT_DOCUMENT_HOVER)
 async def hover(ls: KvdslServer, params: types.HoverParams):
     analysis = await ls.analysis(params.text_document.uri)

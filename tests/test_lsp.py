@@ -406,3 +406,13 @@ def test_eval_does_not_import_the_language_server():
     out = subprocess.run([sys.executable, "-c", code, str(spec)], capture_output=True, text=True, cwd=ROOT, check=True,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.stdout.strip().endswith("[]"), out.stdout[-500:]
+
+
+def test_without_pygls_the_command_says_what_to_install():
+    import subprocess
+
+    code = "import sys; sys.modules['pygls'] = None\nfrom kvdsl.cli import main\nmain(['lsp'])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr == "error: `kvdsl lsp` needs pygls, which is not installed\nhint: pip install 'kvdsl[lsp]'\n"
