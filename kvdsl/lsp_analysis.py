@@ -50,13 +50,17 @@ class Analysis:
     def cell_at(self, cell: m.Cell):
         """The resolved cell that uses this written cell (a user block's first), or None."""
         if self._by_span is None:
-            self._by_span = {}
-            for rc in self.program.cells.values() if self.program is not None else ():
-                if rc.cell.span.path == self.shown:
-                    previous = self._by_span.get(rc.cell.span)
-                    if previous is None or (self.program.blocks[previous.block].prelude and not self.program.blocks[rc.block].prelude):
-                        self._by_span[rc.cell.span] = rc
+            self.index()
         return self._by_span.get(cell.span)
+
+    def index(self) -> None:
+        """Find, once, the resolved cell of each cell written in this file."""
+        self._by_span = {}
+        for rc in self.program.cells.values() if self.program is not None else ():
+            if rc.cell.span.path == self.shown:
+                previous = self._by_span.get(rc.cell.span)
+                if previous is None or (self.program.blocks[previous.block].prelude and not self.program.blocks[rc.block].prelude):
+                    self._by_span[rc.cell.span] = rc
 
 
 def analyze(path: Path, text: str, overlay: dict) -> Analysis:
@@ -83,6 +87,7 @@ def analyze(path: Path, text: str, overlay: dict) -> Analysis:
             base = evaluate(program)
             solved = solve_unknowns(program, base)
             result.values = evaluate(program, solved, known=base) if solved else base
+            result.index()
         except KvdslError as exc:
             result.errors = flatten(exc)
         except RecursionError:
