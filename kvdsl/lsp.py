@@ -288,6 +288,7 @@ COMPLETION_KINDS = {
     "format": types.CompletionItemKind.EnumMember,
     "engine": types.CompletionItemKind.Class,
     "unit": types.CompletionItemKind.Unit,
+    "keyword": types.CompletionItemKind.Keyword,
 }
 
 

@@ -351,7 +351,7 @@ class Completion:
     """One suggestion: a label, what it is, and a description."""
 
     label: str
-    kind: str  # "cell", "block", "format", "engine", "unit"
+    kind: str  # "cell", "block", "format", "engine", "unit", "keyword"
     detail: str = ""
     doc: str = ""
     first: bool = False  # listed before the others: a block of the kind the cell names
@@ -412,12 +412,17 @@ def complete(analysis: Optional[Analysis], text: str, line: int, column: int) ->
         return _units()
     place = enclosing(text, line)
     if place is None:
+        if re.fullmatch(r"\w*", before):  # a new item at the top level
+            return [Completion(word, "keyword", "block kind" if word in m.BLOCK_KINDS else "")
+                    for word in (*m.BLOCK_KINDS, "defaults", "import")]
         return []
     kind, block = place
     dotted = re.search(r"(\w+)\.\w*$", before)
     if dotted:
         return _members(analysis, kind, block, dotted.group(1))
-    if re.fullmatch(r"\s*(let\s+)?\w*", before):
+    if re.fullmatch(r"\s*let\s+\w*", before):  # a name of one's own
+        return []
+    if re.fullmatch(r"\s*\w*", before):
         return [Completion(name, "cell", f"{kind} cell", doc) for name, doc in sorted(kind_cells(kind, analysis).items())]
     return _values(analysis, kind, block, before)
 
