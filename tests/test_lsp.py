@@ -17,7 +17,7 @@ pytest.importorskip("pygls")
 
 from lsprotocol import types  # noqa: E402
 from pygls.lsp.client import LanguageClient  # noqa: E402
-from pygls.uris import from_fs_path  # noqa: E402
+from pygls.uris import from_fs_path, to_fs_path  # noqa: E402
 
 from cli_helpers import cli  # noqa: E402
 
@@ -133,7 +133,7 @@ class Session:
 @pytest.fixture(scope="module")
 def workspace(tmp_path_factory):
     """A catalog-like tree: a model, a hardware and a deployment that reads the model's cells."""
-    root = tmp_path_factory.mktemp("lsp")
+    root = tmp_path_factory.mktemp("lsp").resolve()
     for folder, name in (("models", "llama_3_1_70b"), ("hardware", "h100_sxm")):
         (root / folder).mkdir()
         shutil.copy(SPECS / folder / f"{name}.kvspec", root / folder / f"{name}.kvspec")
@@ -270,7 +270,7 @@ def test_hover_says_when_a_cell_comes_from_the_block_a_model_extends(session, wo
 
 
 def _line_at(location: types.Location) -> str:
-    path = Path(location.uri.replace("file://", ""))
+    path = Path(to_fs_path(location.uri))
     lines = path.read_text().split("\n")
     start, end = location.range.start, location.range.end
     assert start.line == end.line
@@ -280,7 +280,7 @@ def _line_at(location: types.Location) -> str:
 def test_definition_of_a_cell_in_another_file(session, deployment, workspace):
     _, uri = deployment
     found = session.definition(uri, *_position(DEPLOYMENT, "model.kv_heads", 8))
-    assert Path(found.uri.replace("file://", "")) == workspace / "models" / "llama_3_1_70b.kvspec"
+    assert Path(to_fs_path(found.uri)) == workspace / "models" / "llama_3_1_70b.kvspec"
     assert _line_at(found) == "kv_heads"
     # `model` in `model.kv_heads` is the deployment's own `model` cell
     own = session.definition(uri, *_position(DEPLOYMENT, "model.kv_heads", 2))
@@ -290,18 +290,18 @@ def test_definition_of_a_cell_in_another_file(session, deployment, workspace):
 def test_definition_of_a_prelude_cell_a_block_and_an_import(session, deployment, workspace):
     _, uri = deployment
     found = session.definition(uri, *_position(DEPLOYMENT, "max_batch - batch", 1))
-    path = Path(found.uri.replace("file://", ""))
+    path = Path(to_fs_path(found.uri))
     assert path.parent.name == "prelude" and path.name == "deployment.kvspec" and path.parent.parent.name == "kvdsl"
     line = path.read_text().split("\n")[found.range.start.line]
     assert line.strip().startswith("max_batch = ")
     hardware = session.definition(uri, *_position(DEPLOYMENT, "= h100_sxm", 4))
     assert hardware.uri.endswith("hardware/h100_sxm.kvspec") and _line_at(hardware) == "h100_sxm"
     fp8 = session.definition(uri, *_position(DEPLOYMENT, "= fp8", 3))
-    assert Path(fp8.uri.replace("file://", "")).name == "formats.kvspec" and _line_at(fp8) == "fp8"
+    assert Path(to_fs_path(fp8.uri)).name == "formats.kvspec" and _line_at(fp8) == "fp8"
     assert session.hover(uri, *_position(DEPLOYMENT, "models/llama", 3)).contents.value == \
         "import `models/llama_3_1_70b.kvspec`: model `llama_3_1_70b`"
     imported = session.definition(uri, *_position(DEPLOYMENT, "models/llama", 3))
-    assert Path(imported.uri.replace("file://", "")) == workspace / "models" / "llama_3_1_70b.kvspec"
+    assert Path(to_fs_path(imported.uri)) == workspace / "models" / "llama_3_1_70b.kvspec"
 
 
 def test_completion_in_a_deployment_offers_its_cells_with_descriptions(session, deployment):
