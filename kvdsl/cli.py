@@ -379,6 +379,19 @@ def import_command(source, out, name, title, force, strict):
                    f"{model.params.total / 1e9:.2f}B parameters)", err=True)
 
 
+@main.command()
+@reports_errors
+def lsp():
+    """Run the language server on stdin and stdout (for editors; needs `pip install 'kvdsl[lsp]'`)."""
+    try:
+        from .lsp import serve
+    except ImportError as exc:
+        if (exc.name or "").split(".")[0] not in ("pygls", "lsprotocol"):
+            raise
+        raise UsageError("`kvdsl lsp` needs pygls, which is not installed", hint="pip install 'kvdsl[lsp]'") from None
+    serve()
+
+
 def _model_settings(paths, settings):
     """Table settings apply to the models, not to deployments."""
     from .api import Setting, build_program

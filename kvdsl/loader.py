@@ -2,15 +2,31 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ImportFailure, KvdslError, Span, flatten
 from .model import Block, Defaults, Import, SpecFile
-from .parser import parse_file
+from .parser import parse_cached, parse_file
 
 PRELUDE = Path(__file__).with_name("prelude")
+_OVERLAY: contextvars.ContextVar = contextvars.ContextVar("overlay", default={})
+
+
+@contextlib.contextmanager
+def overlaid(texts: dict):
+    """Within the block, load reads these texts (resolved path -> text) instead of the files on disk.
+
+    An editor's unsaved buffers are loaded this way.
+    """
+    token = _OVERLAY.set({Path(p).resolve(): t for p, t in texts.items()})
+    try:
+        yield
+    finally:
+        _OVERLAY.reset(token)
 
 
 @dataclass
@@ -44,9 +60,10 @@ class _Loader:
         self.stack: list[Path] = []
 
     def load(self, path: Path, prelude: bool, span: Span | None = None) -> None:
+        overlay = _OVERLAY.get()
         try:
             path = path.resolve()
-            is_file, is_dir, exists = path.is_file(), path.is_dir(), path.exists()
+            is_file, is_dir, exists = path.is_file() or path in overlay, path.is_dir(), path.exists()
         except (OSError, RuntimeError) as exc:  # a symlink loop, a name too long
             self.ws.errors.append(ImportFailure(f"cannot read `{path}`: {getattr(exc, 'strerror', None) or exc}", span))
             return
@@ -63,7 +80,7 @@ class _Loader:
             self.ws.errors.append(ImportFailure(f"cannot read `{shown}`: {what}", span))
             return
         try:
-            spec = parse_file(path, shown)
+            spec = parse_cached(overlay[path], shown) if path in overlay else parse_file(path, shown)
         except KvdslError as exc:
             self.ws.errors.extend(flatten(exc))
             return

@@ -165,11 +165,16 @@ MAX_FILE_BYTES = 16 * 1024 * 1024
 
 def parse_file(path: Path, display: str) -> SpecFile:
     """Read and parse one file; `display` is the path shown in messages."""
-    from . import cache
-
     if path.stat().st_size > MAX_FILE_BYTES:
         raise InvalidValueError(f"the file is larger than {MAX_FILE_BYTES // 2**20} MiB: not a spec", _point(display, 1, 1))
-    text = decode(path.read_bytes(), display)
+    return parse_cached(decode(path.read_bytes(), display), display)
+
+
+def parse_cached(text: str, display: str) -> SpecFile:
+    """Parse text (a file's, or an editor's unsaved buffer) through the on-disk parse cache."""
+    from . import cache
+
+    text = normalize_newlines(text)
     parsed = cache.load(text, display)
     if parsed is not None:
         remember_source(display, text)
