@@ -19,6 +19,7 @@ from typing import Optional
 
 from . import model as m
 from .errors import KvdslError, Span, flatten
+from .labels import describe, is_labelled
 from .loader import PRELUDE, display_path, load, overlaid
 
 PRELUDE_SHOWN = "kvdsl/prelude/"
@@ -296,7 +297,8 @@ def _cell_hover(analysis: Analysis, key: tuple) -> str:
     value = value_text(analysis, key)
     head = f"**{rc.name}** = `{value}`" if value is not None else f"**{rc.name}**"
     lines = [f"{head}  ({info.kind} `{rc.block}`)"]
-    doc = next((c.doc for c in (rc.cell, *rc.shadowed) if c.doc), "")
+    label = describe(rc)
+    doc = f"{label.label}: {label.description}" if is_labelled(rc) else label.description
     if doc:
         lines += ["", doc]
     source = rc.cell.source.strip()
@@ -370,7 +372,7 @@ def kind_cells(kind: str, analysis: Optional[Analysis] = None) -> dict:
         if kind in d.kinds:
             for cell in d.cells:
                 if cell.form != "require" and cell.name not in out and (prelude or cell.new or cell.form == "declare"):
-                    out[cell.name] = cell.doc
+                    out[cell.name] = f"{cell.label}: {cell.description}" if cell.label else cell.doc
     return out
 
 

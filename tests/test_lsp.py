@@ -217,7 +217,8 @@ def _eval_output(path: Path) -> str:
 def _eval_value(path: Path, block: str, cell: str) -> str:
     output = _eval_output(path)
     section = output[output.index(f"deployment {block} "):]
-    return re.search(rf"^  {re.escape(cell)} +(.+)$", section, re.M).group(1)
+    value = re.search(rf"^  {re.escape(cell)} +(.+)$", section, re.M).group(1)
+    return re.split(r"\s{2,}", value)[0]  # the value, without the label eval prints after it
 
 
 def test_hover_on_max_batch_gives_the_value_eval_prints(session, deployment):
@@ -310,7 +311,7 @@ def test_completion_in_a_deployment_offers_its_cells_with_descriptions(session, 
     items = {i.label: i for i in session.complete(uri, line, 0).items}
     assert {"gpus", "context", "kv_dtype", "max_batch", "utilization"} <= set(items)
     assert "layers" not in items  # a model's cell, not a deployment's
-    assert "fraction of each GPU's memory" in items["utilization"].documentation
+    assert items["utilization"].documentation.startswith("GPU memory used: the share of each GPU's memory")  # its label
     assert items["gpus"].kind == types.CompletionItemKind.Field
 
 
