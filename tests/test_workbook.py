@@ -535,7 +535,7 @@ def test_export_prints_what_it_wrote_and_leaves_no_temp_file(tmp_path):
     program = build_program([str(CATALOG)])
     formulas = sum(1 for ws in wb.worksheets for row in ws.iter_rows() for c in row if c.data_type == "f")
     assert match.group(1) == str(out)
-    assert int(match.group(2)) == len(workbook_blocks(program)) == 98  # with the three prelude workloads
+    assert int(match.group(2)) == len(workbook_blocks(program)) == 105  # with the three prelude workloads
     assert int(match.group(3).replace(",", "")) == formulas
     assert int(match.group(4).replace(",", "")) == len(wb.defined_names)
     assert match.group(5).split(", ") == SHEETS
