@@ -50,6 +50,12 @@ MODELS = {
     "mistral-7b": "mistral_7b_v0_1",
     "mixtral-8x7b": "mixtral_8x7b_v0_1",
     "llama-2-7b": "llama_2_7b_hf",
+    "llama-2-13b": "llama_2_13b_hf",
+    "llama-2-70b": "llama_2_70b_hf",
+    "gpt-j-6b": "gpt_j_6b",
+    "falcon-180b": "falcon_180b",
+    "mixtral-8x22b": "mixtral_8x22b_v0_1",
+    "llama-4-maverick-17b-128e": "llama_4_maverick_17b_128e",
 }
 GPUS = {
     "H100 SXM 80GB": "h100_sxm",
@@ -59,6 +65,7 @@ GPUS = {
     "L40S 48GB": "l40s",
     "A100 SXM4 80GB": "a100_80gb",
     "B200 180GB": "b200",
+    "GB200": "gb200",
 }
 DTYPES = {"FP8": "fp8", "FP16": "fp16", "BF16": "bf16", "FP4": "nvfp4"}
 

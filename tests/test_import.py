@@ -41,6 +41,10 @@ FAMILY_PARAMS = {  # tests/configs: the published totals of each model's languag
     "Qwen__QwQ-32B.json": 32.8e9,               # the Hub's safetensors count (the model card rounds to 32.5B)
     "nvidia__NVIDIA-Nemotron-3-Nano-4B-BF16.json": 3.97e9,
     "deepseek-ai__DeepSeek-V3.2-Exp.json": 671e9,   # DeepSeek-V3's 671B and the indexers; 685B on the Hub with the MTP layer
+    "meta-llama__Llama-2-13b-hf.json": 13.0e9,      # Llama 2 paper: 13B
+    "meta-llama__Llama-2-70b-hf.json": 69.0e9,      # the Hub's safetensors count (the paper says 70B)
+    "mistralai__Mixtral-8x22B-v0.1.json": 141e9,    # Mistral: 141B total, 39B active
+    "tiiuae__falcon-180B.json": 180e9,              # TII: 180B
 }
 CONTEXTS = ["1", "4096", "32K", "128K"]
 CHECKED_CELLS = ["layers", "heads", "head_dim", "kv_lora_rank", "rope_head_dim", "full_layers", "sliding_layers",
@@ -515,6 +519,10 @@ def test_folder_with_one_broken_config_writes_nothing(tmp_path):
     ("meta-llama__Llama-3.3-70B-Instruct.json", "llama_3_3_70b_instruct"),
     ("nvidia__NVIDIA-Nemotron-3-Nano-4B-BF16.json", "nvidia_nemotron_3_nano_4b_bf16"),
     ("deepseek-ai__DeepSeek-V3.2-Exp.json", "deepseek_v3_2_exp"),
+    ("meta-llama__Llama-2-13b-hf.json", "llama_2_13b_hf"),
+    ("meta-llama__Llama-2-70b-hf.json", "llama_2_70b_hf"),
+    ("mistralai__Mixtral-8x22B-v0.1.json", "mixtral_8x22b_v0_1"),
+    ("tiiuae__falcon-180B.json", "falcon_180b"),
 ])
 def test_imported_catalog_specs_are_the_importers_output(config_name, spec):
     """These catalog specs are written by `kvdsl import tests/configs/X.json -o specs/models/`."""

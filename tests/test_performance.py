@@ -40,9 +40,14 @@ def test_published_measurements_agree(calibration, table):
 
 def test_skipped_rows_say_why(calibration):
     results, skipped = calibration
-    assert len(results) > 600
+    assert len(results) >= 763
+    # every model and GPU of the published tables is in the catalog: the only
+    # rows left out are TTFTs of a saturated server, which measure its queue
     reasons = {reason for _, _, reason in skipped}
-    assert all(r.startswith(("model ", "GPU ", "TTFT of a saturated server")) for r in reasons), reasons
+    assert all(r.startswith("TTFT of a saturated server") for r in reasons), reasons
+    assert {row["model_key"] for _, _, row, _, _, _ in results} >= {
+        "gpt-j-6b", "llama-2-13b", "llama-2-70b", "falcon-180b", "mixtral-8x22b", "llama-4-maverick-17b-128e"}
+    assert "GB200" in {row["gpu"] for _, _, row, _, _, _ in results}
 
 
 def test_llama_8b_batch_1_on_h100_is_bandwidth_bound(tmp_path):

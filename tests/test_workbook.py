@@ -317,7 +317,7 @@ def test_formulas_read_through_defined_names(catalog_wb, catalog_program):
         assert f"INDEX(all_models.kv_heads, MATCH({d}.model, all_models_ids, 0))" in heads
         assert f"INDEX(all_hardware.memory, MATCH({d}.hardware, all_hardware_ids, 0))" in named(catalog_wb, f"{d}.memory_per_gpu")
     # the column names are the block rows of their sheet
-    assert catalog_wb.defined_names["all_models_ids"].attr_text == "'Models'!$A$3:$A$32"
+    assert catalog_wb.defined_names["all_models_ids"].attr_text == "'Models'!$A$3:$A$38"
     assert catalog_wb.defined_names["all_formats_ids"].attr_text.startswith("'Formats'!$A$3:$A$")
 
 
@@ -480,7 +480,7 @@ def test_comparison_seed_figures(recalculated):
     assert qwen[4] == 32768 and qwen[5] == "fp16"
     assert qwen[6] == pytest.approx(4.5, rel=1e-12)
     assert f"{qwen[6]:.2f} GiB" == "4.50 GiB"
-    assert len(rows) == 30
+    assert len(rows) == 36
 
 
 @libreoffice
@@ -535,7 +535,7 @@ def test_export_prints_what_it_wrote_and_leaves_no_temp_file(tmp_path):
     program = build_program([str(CATALOG)])
     formulas = sum(1 for ws in wb.worksheets for row in ws.iter_rows() for c in row if c.data_type == "f")
     assert match.group(1) == str(out)
-    assert int(match.group(2)) == len(workbook_blocks(program)) == 98  # with the three prelude workloads
+    assert int(match.group(2)) == len(workbook_blocks(program)) == 105  # with the three prelude workloads
     assert int(match.group(3).replace(",", "")) == formulas
     assert int(match.group(4).replace(",", "")) == len(wb.defined_names)
     assert match.group(5).split(", ") == SHEETS
