@@ -212,5 +212,21 @@ def raise_all(errors: list[KvdslError]) -> None:
         raise ErrorList(errors)
 
 
+def error_kind(error: KvdslError) -> str:
+    """`UnknownNameError` -> `unknown_name`: the kind of mistake, as `check --json` names it."""
+    name = type(error).__name__
+    name = name[: -len("Error")] if name.endswith("Error") and name != "KvdslError" else name
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() if name != "KvdslError" else "error"
+
+
+def error_json(error: KvdslError) -> dict:
+    """One error as data: path, line, column (null without a position), kind, message, hint."""
+    span = error.span
+    return {"path": span.path if span else None, "line": span.line if span else None,
+            "column": span.column if span else None, "end_line": span.end_line if span else None,
+            "end_column": span.end_column if span else None, "kind": error_kind(error),
+            "severity": error.severity, "message": error.message, "hint": error.hint}
+
+
 def flatten(error: KvdslError) -> list[KvdslError]:
     return list(error.errors) if isinstance(error, ErrorList) else [error]
