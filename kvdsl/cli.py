@@ -149,9 +149,9 @@ def table(paths, context, kv_dtype, as_json, as_csv):
         raise UsageError("choose one of --json and --csv")
     settings = []
     if context:
-        settings.append(parse_setting(f"context={context}"))
+        settings.append(parse_setting(f"context={context}", "--context"))
     if kv_dtype:
-        settings.append(parse_setting(f"kv_dtype={kv_dtype}"))
+        settings.append(parse_setting(f"kv_dtype={kv_dtype}", "--kv-dtype"))
     program, values = evaluate_paths(paths, _model_settings(paths, settings))
     rows = table_rows(program, values)
     if as_json:

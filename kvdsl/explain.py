@@ -110,12 +110,11 @@ class Explainer:
         if rc.form in ("input", "text", "unknown"):
             kind = {"input": "input", "text": "text", "unknown": "solved"}[str(rc.form)]
             self.lines.append(f"{pad}{label} = {value}  ({kind}) {where}")
-            step["form"] = kind
             return
         if rc.form == "ref":
             kind = self.program.blocks[rc.ref_target].kind
             self.lines.append(f"{pad}{label} = {rc.ref_target}  (names {'an' if kind[0] in 'aeiou' else 'a'} {kind}) {where}")
-            step.update(form="reference", names=rc.ref_target)
+            step["names"] = rc.ref_target
             return
         rule = rc.cell.source.split('=', 1)[1].strip()
         self.lines.append(f"{pad}{label} = {rule}  {where}")
@@ -125,7 +124,7 @@ class Explainer:
         expr = taken_branches(rc.expr, self.values, held)
         substituted = expr_text(expr, lambda r: self.operand_text(r.key))
         because = "; ".join(expr_text(c, lambda r: self.operand_text(r.key)) for c in held)
-        step.update(form="rule", rule=rule, substituted=substituted, conditions=[
+        step.update(rule=rule, substituted=substituted, conditions=[
             expr_text(c, lambda r: self.operand_text(r.key)) for c in held])
         if substituted != value:
             self.lines.append(f"{pad}  = {substituted}" + (f"  (as {because})" if because else ""))
@@ -147,9 +146,13 @@ class Explainer:
         step = {"cell": label, "key": f"{key[0]}.{key[1]}", "depth": depth, "text": self.value_text(key),
                 "value": None if isinstance(value, float) and not math.isfinite(value) else json_number(value),
                 "unit": rc.dim.unit() if hasattr(rc.dim, "unit") else None,
-                "path": rc.span.path, "line": rc.span.line, "see_above": False}
+                "form": _FORMS.get(str(rc.form), str(rc.form)), "path": rc.span.path, "line": rc.span.line,
+                "see_above": False}
         self.steps.append(step)
         return step
+
+
+_FORMS = {"unknown": "solved", "ref": "reference"}
 
 
 def _unique_refs(expr):
