@@ -284,7 +284,7 @@ def _typo(tmp_path, monkeypatch, old, new, *args):
     return invoke(list(args or ["check"]) + ["typo.kvspec"])
 
 
-@pytest.mark.parametrize("written, meant", [("32k", "32K"), ("4m", "4M"), ("80gib", "80GiB"), ("2kb", "2KB")])
+@pytest.mark.parametrize("written, meant", [("32k", "32K"), ("4m", "4M"), ("80gib", "80GiB"), ("2kb", "2 KB"), ("3mib", "3 MiB")])
 def test_lower_case_suffix_suggests_the_right_case(tmp_path, monkeypatch, written, meant):
     result = _typo(tmp_path, monkeypatch, "context = 4K", f"context = {written}")
     assert result.exit_code == 1
@@ -348,3 +348,11 @@ def test_several_blocks_hint_lists_them_all(tmp_path, monkeypatch):
     assert result.exit_code == 2
     hint = next(line for line in result.stderr.splitlines() if line.startswith("hint:"))
     assert all(f"d{i}" in hint.split() or f"d{i}," in hint.split() for i in range(14))
+
+
+def test_unit_glued_to_a_token_suffix_asks_for_a_space(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("ok.kvspec").write_text(M + "}\n" + H)
+    result = invoke(["eval", "ok.kvspec", "--set", "h.memory=80GiB", "--set", "h.memory=108715MiB"])
+    assert result.exit_code == 2
+    assert "`108715M` reads as a count of tokens" in result.stderr and "write `108715 MiB`" in result.stderr
