@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Iterable, Optional
 
-from .errors import SETTING_PREFIX, KvdslError, Span, UsageError, did_you_mean, flatten
+from .errors import OPTION_PREFIX, SETTING_PREFIX, KvdslError, Span, UsageError, did_you_mean, flatten
 from .graph import Program, build
 from .loader import load
 from .model import Cell
@@ -21,8 +21,12 @@ class Setting:
     cell: Cell
 
 
-def parse_setting(text: str) -> Setting:
-    """`context=32K` or `chat.gpus=8` -> a Setting whose cell is parsed as kvspec."""
+def parse_setting(text: str, option: Optional[str] = None) -> Setting:
+    """`context=32K` or `chat.gpus=8` -> a Setting whose cell is parsed as kvspec.
+
+    `option` names the option that stands for this setting (`--context`), so
+    that its errors name the option as typed, not `--set`.
+    """
     from .parser import parse_cell
 
     target, sep, value = text.partition("=")
@@ -30,8 +34,9 @@ def parse_setting(text: str) -> Setting:
     if not sep or not target or not value.strip():
         raise UsageError(f"--set needs NAME=VALUE, not `{text}`", hint="e.g. --set context=32K or --set chat.gpus=8")
     block, _, name = target.partition(".") if "." in target else ("", "", target)
+    where = f"{option} {value.strip()}" if option else SETTING_PREFIX + text
     try:
-        cell = parse_cell(f"{name} = {value.strip()}", SETTING_PREFIX + text)
+        cell = parse_cell(f"{name} = {value.strip()}", where)
     except KvdslError as err:
         raise UsageError(err.message, err.span, err.hint) from None
     return Setting(block or None, cell)
@@ -61,7 +66,7 @@ def settings_as_usage_errors():
     try:
         yield
     except KvdslError as exc:
-        from_set = [e for e in flatten(exc) if e.span is not None and e.span.path.startswith(SETTING_PREFIX)]
+        from_set = [e for e in flatten(exc) if e.span is not None and e.span.path.startswith(OPTION_PREFIX)]
         if from_set and not isinstance(exc, UsageError):
             first = from_set[0]
             raise UsageError(first.message, first.span, first.hint) from None
@@ -110,7 +115,7 @@ def choose_block(program: Program, cell: str, block: Optional[str], needs: Optio
     if not candidates:
         also = f" and a `{needs}` constraint" if needs else ""
         raise UsageError(f"no block has a cell `{cell}`{also}")
-    raise UsageError(f"{len(candidates)} blocks have `{cell}`: choose one with --block", hint=", ".join(candidates[:10]))
+    raise UsageError(f"{len(candidates)} blocks have `{cell}`: choose one with --block", hint=", ".join(candidates))
 
 
 def evaluate_paths(paths: Iterable[str], settings: Iterable[Setting] = ()):

@@ -71,18 +71,30 @@ def main():
 
 @main.command()
 @paths_argument
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON: ok, blocks per kind, cells, and errors as objects (path, line, column, kind, message, hint).")
 @reports_errors
-def check(paths):
+def check(paths, as_json):
     """Evaluate specs without printing them: report every error `eval` would."""
     from .api import evaluate_paths
+    from .errors import error_json, flatten
 
-    program, _ = evaluate_paths(paths)
+    try:
+        program, _ = evaluate_paths(paths)
+    except KvdslError as exc:
+        if not as_json:
+            raise
+        click.echo(json.dumps({"ok": False, "errors": [error_json(e) for e in flatten(exc)]}, indent=2))
+        sys.exit(EXIT_USAGE_ERROR if isinstance(exc, UsageError) else EXIT_SPEC_ERROR)
     blocks = program.user_blocks()
     kinds = {}
     for b in blocks:
         kinds[b.kind] = kinds.get(b.kind, 0) + 1
-    summary = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in kinds.items())
     cells = sum(len(b.cells) for b in blocks)
+    if as_json:
+        click.echo(json.dumps({"ok": True, "blocks": kinds, "cells": cells, "errors": []}, indent=2))
+        return
+    summary = ", ".join(f"{n} {k}{'s' if n != 1 else ''}" for k, n in kinds.items())
     click.echo(f"ok: {summary or 'no blocks'}; {cells:,} cells")
 
 
@@ -133,22 +145,39 @@ def _fmt_summary(changed, unchanged, failed, check_only):
     return ", ".join(parts)
 
 
+def _cell_list(text):
+    """`--cells a,b,c` -> ['a', 'b', 'c'] (None when not given)."""
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UsageError("--cells needs cell names separated by commas, e.g. --cells max_batch,fits")
+    return names
+
+
+cells_option = click.option("--cells", "cells", metavar="A,B,...", help="Print only these cells, in this order.")
+
+
 @main.command("eval")
 @paths_argument
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print JSON: blocks -> cells -> value and unit (base units).")
 @click.option("--all", "every", is_flag=True, help="List the cells of every engine, not only the deployment's own engine.")
+@cells_option
 @reports_errors
-def eval_command(paths, sets, as_json, every):
+def eval_command(paths, sets, as_json, every, cells):
     """Evaluate every cell of every block."""
     from .api import evaluate_paths
-    from .report import eval_json, eval_text
+    from .report import check_cells, eval_json, eval_text
 
+    cells = _cell_list(cells)
     program, values = evaluate_paths(paths, _settings(sets))
+    if cells:
+        check_cells(program, cells)
     if as_json:
-        click.echo(json.dumps(eval_json(program, values), indent=2))
+        click.echo(json.dumps(eval_json(program, values, cells), indent=2))
     else:
-        click.echo(eval_text(program, values, every))
+        click.echo(eval_text(program, values, every, cells))
 
 
 @main.command()
@@ -167,9 +196,9 @@ def table(paths, context, kv_dtype, as_json, as_csv):
         raise UsageError("choose one of --json and --csv")
     settings = []
     if context:
-        settings.append(parse_setting(f"context={context}"))
+        settings.append(parse_setting(f"context={context}", "--context"))
     if kv_dtype:
-        settings.append(parse_setting(f"kv_dtype={kv_dtype}"))
+        settings.append(parse_setting(f"kv_dtype={kv_dtype}", "--kv-dtype"))
     program, values = evaluate_paths(paths, _model_settings(paths, settings))
     rows = table_rows(program, values)
     if as_json:
@@ -230,15 +259,18 @@ def plan(paths, workload, model, hardware, engine, max_gpus, as_json):
 @set_option
 @click.option("--out", "out", type=click.Path(dir_okay=False), help="Write the CSV here (atomically) instead of to stdout.")
 @click.option("--force", is_flag=True, help="Overwrite --out if it exists.")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary instead of CSV.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print JSON: the varied cells, the result columns and the points (with --out: where they are).")
+@cells_option
 @reports_errors
-def sweep(path, vary, block, sets, out, force, as_json):
+def sweep(path, vary, block, sets, out, force, as_json, cells):
     """Evaluate a grid of what-ifs, compiled once and vectorized."""
     import time
 
     from .api import build_program, choose_block
-    from .sweep import prepare, write_csv
+    from .sweep import prepare, sweep_json, write_csv
 
+    cells = _cell_list(cells)
     if out:
         from pathlib import Path
 
@@ -251,6 +283,8 @@ def sweep(path, vary, block, sets, out, force, as_json):
 
     started = time.perf_counter()
     compiled = prepare(program, block, list(vary))
+    if cells:
+        compiled.choose(cells)
     axes = compiled.axes
     compiled_at = time.perf_counter()
     total = compiled.size()
@@ -261,9 +295,13 @@ def sweep(path, vary, block, sets, out, force, as_json):
         inputs, results = compiled.run()
     done = time.perf_counter()
     if as_json:
-        summary = {"block": block, "points": total, "varied": [a.name for a in axes], "results": compiled.results,
-                   "compile_seconds": round(compiled_at - started, 4), "evaluate_seconds": round(done - compiled_at, 4)}
-        click.echo(json.dumps(summary, indent=2))
+        summary = sweep_json(compiled, inputs, results, out)
+        summary.update(compile_seconds=round(compiled_at - started, 4), evaluate_seconds=round(done - compiled_at, 4))
+        rows = summary.pop("rows")
+        text = json.dumps(summary, indent=2)  # one line per point: a grid stays readable and small
+        lines = ",\n".join("    " + json.dumps(row) for row in rows) if rows else None
+        body = "null" if rows is None else ("[\n" + lines + "\n  ]" if lines else "[]")
+        click.echo(text[:-2] + f',\n  "rows": {body}\n}}')
     if out:
         from .files import atomic_writer
 
@@ -281,16 +319,22 @@ def sweep(path, vary, block, sets, out, force, as_json):
 @click.option("--block", metavar="BLOCK", help="The block of CELL (needed when several have it).")
 @set_option
 @click.option("--depth", default=99, show_default=False, help="How many levels of references to follow.")
+@click.option("--json", "as_json", is_flag=True, help="Print the explanation as JSON: the cell and every rule visited.")
 @reports_errors
-def explain(path, cell, block, sets, depth):
+def explain(path, cell, block, sets, depth, as_json):
     """How a number comes about: each rule, where it is defined, and its values."""
     from .api import choose_block, evaluate_paths
     from .explain import explain as explain_cell
+    from .explain import explain_json
     from .search import find_key
 
     program, values = evaluate_paths([path], _settings(sets))
     block = choose_block(program, cell, block)
-    click.echo(explain_cell(program, values, find_key(program, block, cell), depth))
+    key = find_key(program, block, cell)
+    if as_json:
+        click.echo(json.dumps(explain_json(program, values, key, depth), indent=2))
+    else:
+        click.echo(explain_cell(program, values, key, depth))
 
 
 @main.command()

@@ -6,6 +6,7 @@ order.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 from . import model as m
 from .errors import CycleError, DimensionError, UnknownNameError, did_you_mean
@@ -71,7 +72,7 @@ class DimensionChecker:
             where = rc.cell.expr.span if rc.cell.expr is not None else rc.cell.span
             self.errors.append(DimensionError(
                 f"`{rc.local_name}` is {describe(inherited)}, but this is {describe(dim)}", where,
-                hint=f"`{rc.local_name}` is defined at {rc.shadowed[0].span}"))
+                hint=_count_hint(rc, inherited) or f"`{rc.local_name}` is defined at {rc.shadowed[0].span}"))
             return ERROR
         return dim
 
@@ -196,3 +197,19 @@ def describe(dim) -> str:
     if dim == TEXT:
         return "text"
     return str(dim)
+
+
+_COUNT_SCALES = {"K": ("thousand", "e3"), "M": ("million", "e6"), "B": ("billion", "e9")}
+
+
+def _count_hint(rc: ResolvedCell, inherited) -> str | None:
+    """`params = 7B` in a plain-number cell: `B` is bytes, so say how a count in billions is written."""
+    if inherited != NUMBER or rc.form != Form.INPUT or not isinstance(rc.expr, m.Num) or not rc.cell.source:
+        return None
+    found = re.fullmatch(r"\s*([\d_]*\.?\d+)\s*([KMB])\s*", rc.cell.source.split("=", 1)[-1].split("#")[0])
+    if not found:
+        return None
+    number, suffix = found.groups()
+    word, exponent = _COUNT_SCALES[suffix]
+    unit = "bytes" if suffix == "B" else "tokens"
+    return f"`{suffix}` means {unit} here; {number} {word} is written `{number}{exponent}`"

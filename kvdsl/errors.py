@@ -32,6 +32,7 @@ class Span:
 
 
 SETTING_PREFIX = "--set "  # the "path" of a `--set NAME=VALUE` is that text itself
+OPTION_PREFIX = "--"  # ... and of any option that sets a cell (`--context 32K`) the option as typed
 _QUOTED = re.compile(r"`([^`]{121,})`")
 
 
@@ -98,7 +99,7 @@ class KvdslError(Exception):
         if self.span is None:
             out = [f"{self.severity}: {self.message}"]
         else:
-            where = self.span.path if self.span.path.startswith(SETTING_PREFIX) else str(self.span)
+            where = self.span.path if self.span.path.startswith(OPTION_PREFIX) else str(self.span)
             out = [f"{where}: {self.severity}: {self.message}"]
             line = source_line(self.span)
             if line is not None:
@@ -199,8 +200,12 @@ class ErrorList(KvdslError):
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> Optional[str]:
-    """A hint naming the closest candidate, or None."""
-    close = difflib.get_close_matches(name, sorted(set(candidates)), n=1, cutoff=0.6)
+    """A hint naming the closest candidate (first one that differs only in case), or None."""
+    candidates = sorted(set(candidates))
+    same = [c for c in candidates if c.lower() == name.lower() and c != name]
+    if same:
+        return f"did you mean `{same[0]}`? (names are case-sensitive)"
+    close = difflib.get_close_matches(name, candidates, n=1, cutoff=0.6)
     return f"did you mean `{close[0]}`?" if close else None
 
 
@@ -210,6 +215,22 @@ def raise_all(errors: list[KvdslError]) -> None:
         raise errors[0]
     if errors:
         raise ErrorList(errors)
+
+
+def error_kind(error: KvdslError) -> str:
+    """`UnknownNameError` -> `unknown_name`: the kind of mistake, as `check --json` names it."""
+    name = type(error).__name__
+    name = name[: -len("Error")] if name.endswith("Error") and name != "KvdslError" else name
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", name).lower() if name != "KvdslError" else "error"
+
+
+def error_json(error: KvdslError) -> dict:
+    """One error as data: path, line, column (null without a position), kind, message, hint."""
+    span = error.span
+    return {"path": span.path if span else None, "line": span.line if span else None,
+            "column": span.column if span else None, "end_line": span.end_line if span else None,
+            "end_column": span.end_column if span else None, "kind": error_kind(error),
+            "severity": error.severity, "message": error.message, "hint": error.hint}
 
 
 def flatten(error: KvdslError) -> list[KvdslError]:

@@ -175,14 +175,14 @@ def broken_requirements(program: Program, values: dict, unchecked: frozenset = f
 
 def _culprit(program: Program, refs: list):
     """The cell to point at: a `--set` the condition depends on, else a user's line, else the first named."""
-    from .errors import SETTING_PREFIX
+    from .errors import OPTION_PREFIX
     from .graph import walk_refs
 
     seen, queue, user = set(refs), list(refs), None
     while queue:
         rc = program.cells[queue.pop(0)]
         path = rc.span.path
-        if path.startswith(SETTING_PREFIX):
+        if path.startswith(OPTION_PREFIX):
             return rc
         if user is None and not path.startswith("kvdsl/prelude/"):
             user = rc

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 from . import model as m
@@ -83,6 +84,7 @@ class Explainer:
         self.max_depth = max_depth
         self.seen: set = set()
         self.lines: list[str] = []
+        self.steps: list[dict] = []  # the same walk as data, for `explain --json`
 
     def value_text(self, key: Key) -> str:
         value = self.values.get(key)
@@ -100,8 +102,10 @@ class Explainer:
         pad = "  " * depth
         where = f"[{rc.span.path}:{rc.span.line}]"
         value = self.value_text(key)
+        step = self.step(key, label, depth)
         if key in self.seen:
             self.lines.append(f"{pad}{label} = {value}  (see above)")
+            step["see_above"] = True
             return
         self.seen.add(key)
         if rc.form in ("input", "text", "unknown"):
@@ -111,14 +115,18 @@ class Explainer:
         if rc.form == "ref":
             kind = self.program.blocks[rc.ref_target].kind
             self.lines.append(f"{pad}{label} = {rc.ref_target}  (names {'an' if kind[0] in 'aeiou' else 'a'} {kind}) {where}")
+            step["names"] = rc.ref_target
             return
-        self.lines.append(f"{pad}{label} = {rc.cell.source.split('=', 1)[1].strip()}  {where}")
+        rule = rc.cell.source.split('=', 1)[1].strip()
+        self.lines.append(f"{pad}{label} = {rule}  {where}")
         prefix = label.rpartition(".")[0]
         qualified = (lambda r: f"{prefix}.{r.text}") if prefix else (lambda r: r.text)
         held: list = []
         expr = taken_branches(rc.expr, self.values, held)
         substituted = expr_text(expr, lambda r: self.operand_text(r.key))
         because = "; ".join(expr_text(c, lambda r: self.operand_text(r.key)) for c in held)
+        step.update(rule=rule, substituted=substituted, conditions=[
+            expr_text(c, lambda r: self.operand_text(r.key)) for c in held])
         if substituted != value:
             self.lines.append(f"{pad}  = {substituted}" + (f"  (as {because})" if because else ""))
         elif because:
@@ -128,6 +136,24 @@ class Explainer:
             return
         for ref in _unique_refs(expr):
             self.explain(ref.key, qualified(ref), depth + 1)
+
+
+    def step(self, key: Key, label: str, depth: int) -> dict:
+        """Record one visited cell for the JSON form; the caller fills in how it is defined."""
+        from .display import json_number
+
+        rc = self.program.cells[key]
+        value = self.values.get(key)
+        step = {"cell": label, "key": f"{key[0]}.{key[1]}", "depth": depth, "text": self.value_text(key),
+                "value": None if isinstance(value, float) and not math.isfinite(value) else json_number(value),
+                "unit": rc.dim.unit() if hasattr(rc.dim, "unit") else None,
+                "form": _FORMS.get(str(rc.form), str(rc.form)), "path": rc.span.path, "line": rc.span.line,
+                "see_above": False}
+        self.steps.append(step)
+        return step
+
+
+_FORMS = {"unknown": "solved", "ref": "reference"}
 
 
 def _unique_refs(expr):
@@ -150,3 +176,19 @@ def explain(program: Program, values: dict, key: Key, max_depth: int = 99) -> st
         label = describe(rc)
         header += f"\n{label.label}" + (f": {label.description}" if label.description else "")
     return header + "\n" + "\n".join(explainer.lines)
+
+
+def explain_json(program: Program, values: dict, key: Key, max_depth: int = 99) -> dict:
+    """The explanation as data: the cell, then every rule visited, depth first.
+
+    Each step has `cell` (as the rule above names it), `key` (`block.cell`),
+    `depth`, `form` (rule, input, text, solved, reference), `value`, `unit`,
+    `text` (the value as printed), `path` and `line`; a rule adds `rule`,
+    `substituted` and `conditions` (those that chose its branches); a cell
+    already explained above has `see_above`.
+    """
+    explainer = Explainer(program, values, max_depth)
+    explainer.explain(key, key[1])
+    first = explainer.steps[0]
+    return {"block": key[0], "cell": key[1], "value": first["value"], "unit": first["unit"], "text": first["text"],
+            "steps": explainer.steps}

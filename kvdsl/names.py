@@ -258,7 +258,7 @@ class NameResolver:
         names = sorted(n for n, b in self.blocks.items() if b.kind == kind)
         if not names:
             return f"no {kind} block is defined: import one"
-        return (did_you_mean(near, names) if near else None) or f"{kind} blocks: " + ", ".join(names[:12]) + (" ..." if len(names) > 12 else "")
+        return (did_you_mean(near, names) if near else None) or f"{kind} blocks: " + ", ".join(names)
 
     # ---- static dimensions ------------------------------------------------------------
 

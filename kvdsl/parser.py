@@ -149,6 +149,16 @@ def _tree(text: str, path: str, start: str):
             found = "end of line" if token.type == "_NL" else f"`{token}`"
             if token.type == "NAME" and re.match(r"\s*=", text[token.end_pos :]):
                 raise SpecSyntaxError(f"unexpected `{token}`: a new cell starts on a new line or after `;`", span) from None
+            glued = re.search(r"(?<![\w.])(\d[\d_]*(?:\.\d*)?)([KM]?)$", text[: token.start_pos])
+            if token.type == "NAME" and glued and glued.group(2):
+                number, suffix = glued.groups()
+                unit = _unit_case_hint("", suffix + str(token)).partition("`")[2].partition("`")[0]
+                if unit:
+                    raise SpecSyntaxError(
+                        f"unexpected `{token}`: `{number}{suffix}` reads as a count of tokens", span,
+                        hint=f"write `{number} {unit}`, with a space before the unit") from None
+            if token.type == "NAME" and glued and not glued.group(2):
+                raise SpecSyntaxError(f"unknown unit `{token}`", span, hint=_unit_case_hint(glued.group(1), str(token))) from None
             if token.type == "NAME" and re.search(r"\d[\w.%]*[ \t]+$", text[: token.start_pos]):
                 from .units import unit_names
 
@@ -158,6 +168,18 @@ def _tree(text: str, path: str, start: str):
     except UnexpectedEOF as exc:
         line = text.count("\n") + 1
         raise SpecSyntaxError(f"unexpected end of file; expected {_expected(exc.expected)}", _point(path, line, 1)) from None
+
+
+def _unit_case_hint(number: str, unit: str) -> str:
+    """`32k` -> did you mean `32K`?: suffixes and units are case-sensitive."""
+    from .units import unit_names
+
+    same = [u for u in ["K", "M"] + unit_names() if u.lower() == unit.lower()]
+    if same:
+        space = " " if number and len(same[0]) > 1 and same[0][0] in "KM" else ""  # `2KB` would read as 2K tokens
+        return f"did you mean `{number}{space}{same[0]}`? units are case-sensitive (`K` is 1,024 tokens, `KB` 1,000 bytes)"
+    close = did_you_mean(unit, unit_names())
+    return close or "suffixes: K (1,024 tokens), M (1,048,576 tokens), %; units: B KB MB GB TB KiB MiB GiB TiB, s, B/s"
 
 
 MAX_FILE_BYTES = 16 * 1024 * 1024

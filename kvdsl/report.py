@@ -17,17 +17,38 @@ def _ordered_blocks(program: Program):
     return sorted(blocks, key=lambda b: KIND_ORDER.get(b.kind, 4))
 
 
-def eval_json(program: Program, values: dict) -> dict:
-    """The `eval --json` contract: blocks -> kind, title, cells -> value, unit."""
+def check_cells(program: Program, cells: list) -> None:
+    """`--cells`: every name must be a cell of some block."""
+    from .errors import UsageError, did_you_mean
+
+    every = {name for info in program.user_blocks() for name in info.cells}
+    for name in cells:
+        if name not in every:
+            raise UsageError(f"--cells: no block has a cell `{name}`", hint=did_you_mean(name, every))
+
+
+def _chosen(info, cells):
+    """The cells of a block to print: all, or those of `cells` it has, in that order."""
+    return list(info.cells) if cells is None else [n for n in cells if n in info.cells]
+
+
+def eval_json(program: Program, values: dict, cells: list = None) -> dict:
+    """The `eval --json` contract: blocks -> kind, title, cells -> value, unit.
+
+    With `cells`, only those cells, and only the blocks that have one of them.
+    """
     out = {}
     for info in _ordered_blocks(program):
-        cells = {}
-        for name in info.cells:
+        names = _chosen(info, cells)
+        if cells is not None and not names:
+            continue
+        cells_out = {}
+        for name in names:
             rc = program.cells[(info.name, name)]
             dim = rc.dim
             unit = dim.unit() if hasattr(dim, "unit") else None
-            cells[name] = {"value": json_number(values[(info.name, name)]), "unit": unit}
-        out[info.name] = {"kind": info.kind, "title": info.title, "cells": cells}
+            cells_out[name] = {"value": json_number(values[(info.name, name)]), "unit": unit}
+        out[info.name] = {"kind": info.kind, "title": info.title, "cells": cells_out}
     return {"blocks": out}
 
 
@@ -38,8 +59,13 @@ def shown_cells(program: Program, values: dict, block: str, every: bool = False)
             if every or program.cells[(block, name)].scope in (None, chosen)]
 
 
-def eval_text(program: Program, values: dict, every: bool = False) -> str:
-    """A readable table per block, with a verdict line for each deployment."""
+def eval_text(program: Program, values: dict, every: bool = False, cells: list = None) -> str:
+    """A readable table per block, with a verdict line for each deployment.
+
+    With `cells`, only those cells (no verdict), and only the blocks that have one of them.
+    """
+    if cells is not None:
+        return _chosen_text(program, values, cells)
     parts = []
     for info in _ordered_blocks(program):
         lines = [f"{info.kind} {info.name} \"{info.title}\"  ({info.block.name_span})"]
@@ -57,6 +83,19 @@ def eval_text(program: Program, values: dict, every: bool = False) -> str:
             lines.append("  => " + deployment_verdict(info.name, values))
             if values.get((info.name, "engine"), "ideal") != "ideal":
                 lines.append("  => " + engine_verdict(program, info.name, values))
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts)
+
+
+def _chosen_text(program: Program, values: dict, cells: list) -> str:
+    parts = []
+    for info in _ordered_blocks(program):
+        names = _chosen(info, cells)
+        if not names:
+            continue
+        width = max(len(n) for n in names)
+        lines = [f"{info.kind} {info.name} \"{info.title}\""]
+        lines += [f"  {n:<{width}}  {format_value(values[(info.name, n)], program.cells[(info.name, n)].dim)}" for n in names]
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
 

@@ -134,6 +134,19 @@ class CompiledSweep:
                       and program.cells[k].form in ("input", "rule")]
         self.bools = [program.cells[(block, n)].dim == "bool" for n in self.results]
 
+    def choose(self, cells: list) -> None:
+        """Keep only the result columns `cells` (`--cells`), in that order."""
+        from .errors import did_you_mean
+
+        for name in cells:
+            if name not in self.results:
+                why = ("it does not depend on " + ", ".join(a.name for a in self.axes)
+                       if name in self.program.blocks[self.block].cells else f"`{self.block}` has no such cell")
+                hint = did_you_mean(name, self.results) or "the columns: " + ", ".join(self.results)
+                raise UsageError(f"--cells: `{name}` is not a result of this sweep: {why}", hint=hint)
+        self.bools = [self.bools[self.results.index(n)] for n in cells]
+        self.results = list(cells)
+
     @staticmethod
     def _key(program: Program, block: str, name: str) -> Key:
         from .search import find_key
@@ -312,3 +325,40 @@ def write_csv(stream, sweep: CompiledSweep, inputs, results) -> None:
         text = io.StringIO()
         np.savetxt(text, rows, delimiter=",", fmt="%.15g")
         stream.write(NOT_FINITE.sub("", text.getvalue()))
+
+
+MAX_JSON_POINTS = 100_000  # points `sweep --json` lists; a larger grid goes to --out FILE.csv
+
+
+def sweep_json(sweep: CompiledSweep, inputs, results, out=None) -> dict:
+    """The `sweep --json` document: what was varied, the result columns, and the points as rows.
+
+    `rows` holds one list per point (varied values, then results; `null`
+    where a value is not a finite number); it is `null`, with `rows_note`
+    saying where the points are, when they went to a CSV file or number
+    more than MAX_JSON_POINTS.
+    """
+    import numpy as np
+
+    total = sweep.size()
+    doc = {"block": sweep.block, "points": total, "varied": [a.name for a in sweep.axes], "results": list(sweep.results),
+           "columns": [a.name for a in sweep.axes] + list(sweep.results), "rows": None}
+    if out is not None:
+        doc["rows_note"] = f"the points are in {out}"
+    elif total > MAX_JSON_POINTS:
+        doc["rows_note"] = (f"{total:,} points are more than --json lists ({MAX_JSON_POINTS:,}): "
+                            "write them with --out FILE.csv")
+    else:
+        columns = [np.asarray(c).tolist() for c in inputs + results]
+        doc["rows"] = [[_json_cell(v) for v in row] for row in zip(*columns)]
+    return doc
+
+
+def _json_cell(value):
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return None
+        return int(value) if value.is_integer() and abs(value) < 2**53 else value
+    return value

@@ -268,3 +268,91 @@ def test_unterminated_string_message(tmp_path, monkeypatch):
     result = _check(tmp_path, monkeypatch, M + '    source = "abc\n}\n')
     assert result.exit_code == 1
     assert "a quoted string" not in result.stderr, result.stderr
+
+
+# ---- the commonest typos --------------------------------------------------------------
+
+D = ('deployment d "D" {\n    model = m\n    hardware = h\n    gpus = 1\n    kv_dtype = fp16\n'
+     '    context = 4K\n    batch = 1\n}\n')
+
+
+def _typo(tmp_path, monkeypatch, old, new, *args):
+    monkeypatch.chdir(tmp_path)
+    text = M + "}\n" + H + D
+    assert old in text
+    Path("typo.kvspec").write_text(text.replace(old, new, 1))
+    return invoke(list(args or ["check"]) + ["typo.kvspec"])
+
+
+@pytest.mark.parametrize("written, meant", [("32k", "32K"), ("4m", "4M"), ("80gib", "80GiB"), ("2kb", "2 KB"), ("3mib", "3 MiB")])
+def test_lower_case_suffix_suggests_the_right_case(tmp_path, monkeypatch, written, meant):
+    result = _typo(tmp_path, monkeypatch, "context = 4K", f"context = {written}")
+    assert result.exit_code == 1
+    unit = written.lstrip("0123456789")
+    column = len("    context = ") + len(written) - len(unit) + 1
+    assert result.stderr.startswith(f"typo.kvspec:16:{column}: error: unknown unit `{unit}`")
+    assert f"did you mean `{meant}`?" in result.stderr
+
+
+def test_format_name_in_the_wrong_case_names_the_right_one(tmp_path, monkeypatch):
+    result = _typo(tmp_path, monkeypatch, "kv_dtype = fp16", "kv_dtype = FP8")
+    assert result.exit_code == 1
+    assert "unknown format `FP8`" in result.stderr
+    assert "did you mean `fp8`?" in result.stderr
+
+
+def test_unknown_format_hint_lists_every_format(tmp_path, monkeypatch):
+    result = _typo(tmp_path, monkeypatch, "kv_dtype = fp16", "kv_dtype = zz9")
+    hint = next(line for line in result.stderr.splitlines() if line.startswith("hint:"))
+    assert not hint.rstrip().endswith("...")
+    for name in ("bf16", "fp8", "nvfp4", "q4_0", "q8_0"):
+        assert f" {name}," in hint + "," or hint.endswith(name)
+
+
+@pytest.mark.parametrize("written, meant", [("7B", "7e9"), ("1.5B", "1.5e9"), ("70M", "70e6")])
+def test_params_in_billions_hints_the_exponent(tmp_path, monkeypatch, written, meant):
+    result = _typo(tmp_path, monkeypatch, "params = 1e9", f"params = {written}")
+    assert result.exit_code == 1
+    assert "`params` is a plain number" in result.stderr
+    assert f"is written `{meant}`" in result.stderr
+
+
+def test_hub_id_is_not_fetched(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke(["import", "meta-llama/Llama-3.2-3B"])
+    assert result.exit_code in (1, 2)
+    assert "does not fetch" in result.stderr and "config.json" in result.stderr
+
+
+@pytest.mark.parametrize("option, value, fragment", [
+    ("--context", "32k", "did you mean `32K`?"),
+    ("--context", "80 GiB", "is tokens, but this is bytes"),
+    ("--context", "0", "breaks `require"),
+    ("--kv-dtype", "FP8", "did you mean `fp8`?"),
+])
+def test_table_option_errors_name_the_option(tmp_path, monkeypatch, option, value, fragment):
+    monkeypatch.chdir(tmp_path)
+    Path("ok.kvspec").write_text(M + "}\n")
+    result = invoke(["table", "ok.kvspec", option, value])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"{option} {value}: error:")
+    assert "--set" not in result.stderr
+    assert fragment in result.stderr
+
+
+def test_several_blocks_hint_lists_them_all(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    many = "".join(D.replace('deployment d "D"', f'deployment d{i} "D{i}"') for i in range(14))
+    Path("many.kvspec").write_text(M + "}\n" + H + many)
+    result = invoke(["solve", "many.kvspec", "--for", "batch"])
+    assert result.exit_code == 2
+    hint = next(line for line in result.stderr.splitlines() if line.startswith("hint:"))
+    assert all(f"d{i}" in hint.split() or f"d{i}," in hint.split() for i in range(14))
+
+
+def test_unit_glued_to_a_token_suffix_asks_for_a_space(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    Path("ok.kvspec").write_text(M + "}\n" + H)
+    result = invoke(["eval", "ok.kvspec", "--set", "h.memory=80GiB", "--set", "h.memory=108715MiB"])
+    assert result.exit_code == 2
+    assert "`108715M` reads as a count of tokens" in result.stderr and "write `108715 MiB`" in result.stderr

@@ -26,7 +26,7 @@ LLAMA = str(SPECS / "deployments" / "llama_3_1_70b_h100x4_fp8.kvspec")
 LLAMA_BLOCK = "llama_3_1_70b_h100x4_fp8"
 QWEN_BLOCK = "qwen3_32b_h200_solved"
 
-ERROR_LINE = re.compile(r"^(\S+:\d+:\d+: |--set \S.*?: )?error: ", re.M)
+ERROR_LINE = re.compile(r"^(\S+:\d+:\d+: |--[\w-]+ \S.*?: )?error: ", re.M)  # `--set X=1: error:`, `--context 32x: error:`
 LOCATION = re.compile(r"^(\S+):(\d+):(\d+): error: ", re.M)
 
 SMALL_MODEL = 'model m "M" { layers = 2; heads = 4; head_dim = 8; params = 1e9 }\n'

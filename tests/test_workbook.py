@@ -550,7 +550,12 @@ def test_export_failure_leaves_no_temp_file(tmp_path, monkeypatch):
         filename.write(b"partial")
         raise OSError("disk full")
 
+    def fail_writing(self):
+        self._archive.fp.write(b"partial")
+        raise OSError("disk full")
+
     monkeypatch.setattr(openpyxl.Workbook, "save", fail)
+    monkeypatch.setattr(openpyxl.writer.excel.ExcelWriter, "save", fail_writing)  # the export writes through it
     out = tmp_path / "book.xlsx"
     result = cli("export", CATALOG, "-o", out)
     assert result.exit_code == 2, result.output

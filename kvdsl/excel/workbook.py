@@ -19,7 +19,9 @@ Naming rule: a name whose first part reads as a cell reference (`h100`,
 
 from __future__ import annotations
 
+import datetime
 import re
+import zipfile
 from dataclasses import dataclass, field
 
 import sympy as sp
@@ -512,6 +514,37 @@ def _number_format(dim) -> str:
     return "General"
 
 
+FIXED_TIMESTAMP = datetime.datetime(2000, 1, 1)  # the document's created/modified: the same bytes on every run
+
+
+class FixedTimeZip(zipfile.ZipFile):
+    """A zip archive whose entries are all dated FIXED_TIMESTAMP, so equal workbooks are equal files."""
+
+    def entry(self, name: str) -> zipfile.ZipInfo:
+        info = zipfile.ZipInfo(name, date_time=FIXED_TIMESTAMP.timetuple()[:6])
+        info.compress_type = self.compression
+        info.external_attr = 0o600 << 16
+        return info
+
+    def writestr(self, name, data, *args, **kwargs):
+        return super().writestr(name if isinstance(name, zipfile.ZipInfo) else self.entry(name), data, *args, **kwargs)
+
+    def write(self, filename, arcname=None, *args, **kwargs):
+        import shutil
+
+        with open(filename, "rb") as source, self.open(self.entry(arcname or filename), "w", force_zip64=True) as target:
+            shutil.copyfileobj(source, target)
+
+
+def save_fixed(wb, stream) -> None:
+    """Save `wb` to `stream` as openpyxl does, but with fixed document and entry timestamps."""
+    from openpyxl.writer.excel import ExcelWriter
+
+    wb.properties.created = wb.properties.modified = FIXED_TIMESTAMP
+    with FixedTimeZip(stream, "w", zipfile.ZIP_DEFLATED, allowZip64=True) as archive:
+        ExcelWriter(wb, archive).save()
+
+
 def write_workbook(program: Program, values: dict, out: str, sources: list, force: bool = False) -> dict:
     """Write the workbook atomically; returns what was written (sheets, blocks, formulas, names)."""
     from ..files import atomic_writer
@@ -519,7 +552,7 @@ def write_workbook(program: Program, values: dict, out: str, sources: list, forc
     writer = WorkbookWriter(program, values, sources)
     wb = writer.build()
     with atomic_writer(out, force=force, binary=True) as stream:
-        wb.save(stream)
+        save_fixed(wb, stream)
     return {
         "sheets": wb.sheetnames,
         "blocks": sum(len(v) for v in writer.layout.blocks.values()),
