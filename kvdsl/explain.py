@@ -185,10 +185,12 @@ def explain_json(program: Program, values: dict, key: Key, max_depth: int = 99) 
     `depth`, `form` (rule, input, text, solved, reference), `value`, `unit`,
     `text` (the value as printed), `path` and `line`; a rule adds `rule`,
     `substituted` and `conditions` (those that chose its branches); a cell
-    already explained above has `see_above`.
+    already explained above has `see_above`.  `label` and `description` are
+    the cell's words for a reader (`kvdsl.labels`).
     """
     explainer = Explainer(program, values, max_depth)
     explainer.explain(key, key[1])
     first = explainer.steps[0]
-    return {"block": key[0], "cell": key[1], "value": first["value"], "unit": first["unit"], "text": first["text"],
-            "steps": explainer.steps}
+    label = describe(program.cells[key])
+    return {"block": key[0], "cell": key[1], "label": label.label, "description": label.description,
+            "value": first["value"], "unit": first["unit"], "text": first["text"], "steps": explainer.steps}
