@@ -130,7 +130,7 @@ class PlanSheet:
             if key in self.inputs:
                 _, unit, rule = self.inputs[key]
                 self._typed(ws, target, key, unit, rule)
-                ws.cell(row, 3, unit.unit)
+                ws.cell(row, 3, "" if unit.unit == "%" else unit.unit)
             else:
                 target.value = "=" + self.w.cell_name(key)
                 self.w.formulas += 1
@@ -169,7 +169,7 @@ class PlanSheet:
                 target.value = f"=({target.value[1:]})/{unit.factor}"
             elif isinstance(target.value, (int, float)):
                 target.value = target.value / unit.factor
-        target.number_format = unit.number_format
+        target.number_format = unit.number_format if unit.unit == "%" else unit.number_format.split('"')[0].strip()
         target.fill = PatternFill("solid", fgColor=YELLOW if rc.form != "rule" else PALE)
         target.font = Font(color=BLUE, bold=True)
         words = dict(INPUTS)[key[1]]

@@ -1,17 +1,24 @@
 """The workbook: every block on its kind's sheet, every result a live formula.
 
-Layout: one sheet per kind (Models, Hardware, Deployments, Formats), one row
-per block, one column per cell.  Row 1 holds cell names, row 2 units; the
-first two columns the block name and title.  Every cell has a workbook-scoped
-defined name `block.cell`, every column a name `all_models.cell` (the range
-of that column) and the block names of a sheet the name `all_models_ids`, so
-formulas read like the spec:
+Sheets, in order: Plan (each deployment on one page, in plain words and
+human units; see plan_sheet.py), Deployments, Models, Hardware, Workloads,
+README, Summary, Comparison, What-if, Formats, Engines.  A kind's sheet has
+one row per block and one column per cell: row 1 the cell's label (its
+description as the note), row 2 the cell name and unit; the first two columns
+the block name and title.  The columns a reader needs come first; a
+deployment's intermediate cells, and the cells of the engines it runs, are
+grouped and hidden after them.  Every cell has a workbook-scoped defined name
+`block.cell` in base units, every column a name `all_models.cell` (the range
+of that column), the block names of a sheet the name `all_models_ids` and
+their titles `all_models_titles`, so formulas read like the spec:
 
     =2*qwen3_8b.layers*...
     =INDEX(all_models.kv_heads, MATCH(chat.model, all_models_ids, 0))
 
 The second form is how a deployment reads its model: through the name held in
-its `model` cell, so switching that cell (a drop-down) switches every number.
+its `model` cell, so switching that cell (a drop-down on the Plan sheet)
+switches every number.  A deployment's typed cells live on the Plan sheet
+only; its Deployments columns read them (`='Plan'!$B$21*1073741824`).
 
 Naming rule: a name whose first part reads as a cell reference (`h100`,
 `tp2`, `r`, `c`, `r1c1`) gets a leading underscore: `_h100.memory`.
@@ -46,7 +53,10 @@ GIB = 1024**3
 MAX_COLUMNS = 16_384  # Excel's last column, XFD
 MAX_NAME = 255  # Excel's longest defined name
 RESERVED_PREFIXES = ("_xlfn", "_xlnm", "_xlws")  # names Excel keeps for itself (compared ignoring case)
-YES_NO = '"Yes";"Yes";"No"'  # a boolean cell reads Yes/No (LibreOffice; Excel shows TRUE/FALSE)
+# A boolean cell reads Yes/No through a conditional format's number format: the
+# cell's own format stays General, so the cell stays a boolean (LibreOffice
+# saves a boolean with a number format of its own as a number).
+YES_NO = '"Yes";"Yes";"No"'
 # the columns a reader of the Deployments sheet needs, in this order; the
 # other cells of a deployment are grouped and hidden after them
 DEPLOYMENT_COLUMNS = (
@@ -125,6 +135,7 @@ class WorkbookWriter:
         self.formulas = 0
         self.names = 0
         self.plan = PlanSheet(self) if "deployment" in self.layout.blocks else None
+        self.booleans: dict = {}  # sheet -> coordinates of boolean cells
 
     def _order_columns(self, kind: str) -> dict:
         """Put the columns a reader needs first; returns {cell: outline level} of the ones grouped and hidden."""
@@ -293,7 +304,7 @@ class WorkbookWriter:
         widths = {col: 10 for col in columns.values()}
         ws.cell(1, 1, "Name").font = Font(bold=True)
         ws.cell(1, 2, "Title").font = Font(bold=True)
-        headed = set()
+        headers: dict = {}
         for name in self.layout.blocks[kind]:
             info = self.program.blocks[name]
             row = self.layout.rows[name]
@@ -311,13 +322,15 @@ class WorkbookWriter:
                 target = ws.cell(row, col)
                 self._write_cell(target, key)
                 rc = self.program.cells[key]
-                if cell not in headed:
-                    headed.add(cell)
-                    self._header(ws, col, cell, rc)
+                if cell not in headers or (not describe(headers[cell].cell)[1] and describe(rc.cell)[1]):
+                    headers[cell] = rc  # the first definition with a description
                 if target.data_type == "f" and target.comment is None:
                     note = f"{rc.span.path}:{rc.span.line}\n{rc.cell.source}"
                     target.comment = Comment(note, "kvdsl", width=420, height=110)
                 widths[col] = max(widths[col], _display_width(self.values.get(key), target.number_format))
+        for cell, rc in headers.items():
+            self._header(ws, columns[cell], cell, rc)
+            widths[columns[cell]] = max(widths[columns[cell]], 0.8 * len(str(ws.cell(2, columns[cell]).value)) + 1)
         ws.cell(2, 1, "cell · unit").font = Font(italic=True, size=8, color="666666")
         ws.cell(1, 1).alignment = ws.cell(1, 2).alignment = Alignment(vertical="top")
         ws.row_dimensions[1].height = 45
@@ -411,10 +424,10 @@ class WorkbookWriter:
             target.value = self.rule_formula(key)
             self.formulas += 1
         if isinstance(value, bool):
-            target.number_format = YES_NO
+            self.booleans.setdefault(target.parent.title, []).append(target.coordinate)
         elif rc.form == "input" and isinstance(rc.dim, Dim):
             unit = human_unit(rc.dim, bounds(self.program, key))
-            target.number_format = unit.number_format if unit.factor == 1 else _number_format(rc.dim)
+            target.number_format = unit.number_format if unit.unit in ("%", "") else _number_format(rc.dim)
         else:
             target.number_format = _number_format(rc.dim)
 
@@ -449,7 +462,7 @@ class WorkbookWriter:
             for name in names:
                 for cell in self.program.blocks[name].cells:
                     rc = self.program.cells[(name, cell)]
-                    if rc.form != "ref":
+                    if rc.form != "ref" or (self.plan is not None and (name, cell) in self.plan.inputs):
                         continue
                     target_kind = self.program.blocks[rc.ref_target].kind
                     if target_kind not in self.layout.blocks:
@@ -494,13 +507,23 @@ class WorkbookWriter:
 
     def _highlights(self, wb) -> None:
         """Red on the Deployments sheet where a result cannot hold."""
-        from openpyxl.formatting.rule import FormulaRule
+        from openpyxl.formatting.rule import Rule
         from openpyxl.styles import PatternFill
+        from openpyxl.styles.differential import DifferentialStyle
+        from openpyxl.styles.numbers import NumberFormat
 
-        if "deployment" not in self.layout.blocks:
-            return
-        ws = wb[SHEETS["deployment"]]
-        red = PatternFill("solid", fgColor="F4CCCC", bgColor="F4CCCC")
+        yes_no = NumberFormat(numFmtId=500, formatCode=YES_NO)
+        red = DifferentialStyle(fill=PatternFill("solid", fgColor="F4CCCC", bgColor="F4CCCC"), numFmt=yes_no)
+        if "deployment" in self.layout.blocks:
+            self._red_results(wb[SHEETS["deployment"]], red)
+        for sheet, coordinates in self.booleans.items():
+            wb[sheet].conditional_formatting.add(" ".join(coordinates),
+                                                 Rule(type="expression", formula=["TRUE"],
+                                                      dxf=DifferentialStyle(numFmt=yes_no)))
+
+    def _red_results(self, ws, red) -> None:
+        from openpyxl.formatting.rule import Rule
+        
         first, last = HEADER_ROWS + 1, HEADER_ROWS + len(self.layout.blocks["deployment"])
         columns = self.layout.columns["deployment"]
         for cell, test in (("fits", "NOT({})"), ("meets_targets", "NOT({})"), ("shortfall_bytes_per_gpu", "{}>0"),
@@ -509,7 +532,7 @@ class WorkbookWriter:
                 continue
             letter = column_letter(columns[cell])
             ws.conditional_formatting.add(f"{letter}{first}:{letter}{last}",
-                                          FormulaRule(formula=[test.format(f"{letter}{first}")], fill=red))
+                                          Rule(type="expression", formula=[test.format(f"{letter}{first}")], dxf=red))
 
     def _comparison(self, wb) -> None:
         """The "One Table": scheme, elements per token, reduction vs MHA, cache per sequence."""
