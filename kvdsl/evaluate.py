@@ -152,7 +152,15 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
 
 def requirements_hold(program: Program, values: dict) -> bool:
     """True when no `require` condition is false (without building the errors)."""
-    return not any(values.get((info.name, name)) is False for info in program.blocks.values() for name in info.requirements)
+    return not any(_broken(program, values, (info.name, name)) for info in program.blocks.values() for name in info.requirements)
+
+
+def _broken(program: Program, values: dict, key) -> bool:
+    """A requirement that is false, unless it belongs to an engine the deployment does not run."""
+    if values.get(key) is not False:
+        return False
+    scope = program.cells[key].scope
+    return scope is None or values.get((key[0], "engine")) == scope
 
 
 def broken_requirements(program: Program, values: dict, unchecked: frozenset = frozenset()) -> list:
@@ -160,7 +168,7 @@ def broken_requirements(program: Program, values: dict, unchecked: frozenset = f
     errors = []
     for info in program.blocks.values():
         for name in info.requirements:
-            if values.get((info.name, name)) is False and (info.name, name) not in unchecked:
+            if _broken(program, values, (info.name, name)) and (info.name, name) not in unchecked:
                 errors.append(_requirement_error(program, values, program.cells[(info.name, name)]))
     return errors
 

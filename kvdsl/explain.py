@@ -7,6 +7,7 @@ from typing import Callable
 from . import model as m
 from .display import format_value
 from .graph import CellRef, Key, Program
+from .labels import describe, is_labelled
 
 _PRECEDENCE = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4, "&": 4.5, "+": 5, "-": 5, "*": 6, "/": 6,
                "^": 8}
@@ -143,4 +144,9 @@ def explain(program: Program, values: dict, key: Key, max_depth: int = 99) -> st
     """The explanation of one cell as text."""
     explainer = Explainer(program, values, max_depth)
     explainer.explain(key, key[1])
-    return f"{key[0]}.{key[1]} = {explainer.value_text(key)}\n" + "\n".join(explainer.lines)
+    header = f"{key[0]}.{key[1]} = {explainer.value_text(key)}"
+    rc = program.cells[key]
+    if is_labelled(rc):
+        label = describe(rc)
+        header += f"\n{label.label}" + (f": {label.description}" if label.description else "")
+    return header + "\n" + "\n".join(explainer.lines)

@@ -148,7 +148,9 @@ class Cell:
     pattern (a layer pattern), declare (a required input of a dimension),
     require (a condition every value must meet; not a cell a user reads).
     `new` is true for `let NAME = ...`: a cell of one's own, which the block's
-    kind does not define.  `doc` is the comment written beside or above it.
+    kind does not define.  `doc` is the comment written beside or above it;
+    `label` and `description` come from a `## Label: One sentence.` line right
+    above it (see `kvdsl.labels`).
     """
 
     name: str
@@ -163,6 +165,8 @@ class Cell:
     source: str = ""  # the cell's text as written
     new: bool = False
     doc: str = ""
+    label: str = ""
+    description: str = ""
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ import io
 
 from .display import bytes_text, context_label, format_value, gib_text, json_number, plain_number
 from .graph import Program
+from .labels import describe, is_labelled
 
 KIND_ORDER = {"model": 0, "hardware": 1, "workload": 2, "deployment": 3}
 
@@ -44,9 +45,12 @@ def eval_text(program: Program, values: dict, every: bool = False) -> str:
         lines = [f"{info.kind} {info.name} \"{info.title}\"  ({info.block.name_span})"]
         names = shown_cells(program, values, info.name, every)
         width = max((len(n) for n in names), default=0)
-        for name in names:
+        shown = [format_value(values[(info.name, name)], program.cells[(info.name, name)].dim) for name in names]
+        value_width = max((len(v) for v in shown if len(v) <= 24), default=0)  # a long text does not push labels away
+        for name, value in zip(names, shown):
             rc = program.cells[(info.name, name)]
-            lines.append(f"  {name:<{width}}  {format_value(values[(info.name, name)], rc.dim)}")
+            label = f"  {describe(rc).label}" if is_labelled(rc) else ""
+            lines.append(f"  {name:<{width}}  {value:<{value_width}}{label}".rstrip())
         if len(names) < len(info.cells):
             lines.append(f"  ({len(info.cells) - len(names):,} cells of the other engines: --all shows them)")
         if info.kind == "deployment":

@@ -142,7 +142,9 @@ class SpecTransformer(Transformer):
             children = children[1:]
         name, name_span = children[0]
         span = self._span(meta)
-        return m.Cell(name, form, span, name_span, source=self._text(span), new=new, doc=self._doc(span), **kw)
+        label, description = self._label(span)
+        return m.Cell(name, form, span, name_span, source=self._text(span), new=new, doc=self._doc(span),
+                      label=label, description=description, **kw)
 
     def cell_name(self, children):
         first, last = children[0], children[-1]
@@ -155,13 +157,23 @@ class SpecTransformer(Transformer):
         after = line[span.end_column - 1 :]
         if after.lstrip().startswith("#"):
             return after.lstrip()[1:].strip()
+        return " ".join(text for text in self._comments_above(span) if not text.startswith("#"))
+
+    def _comments_above(self, span: Span) -> list:
+        """The comment lines right above a cell, without their first `#`."""
         above = []
         for number in range(span.line - 2, -1, -1):
             text = self.lines[number].strip()
             if not text.startswith("#") or text.startswith("# ----"):
                 break
             above.insert(0, text[1:].strip())
-        return " ".join(above)
+        return above
+
+    def _label(self, span: Span) -> tuple:
+        """(label, description) from the `## Label: One sentence.` lines right above a cell."""
+        text = " ".join(line[1:].strip() for line in self._comments_above(span) if line.startswith("#"))
+        label, _, description = text.partition(": ")
+        return label.strip(), description.strip()
 
     @v_args(meta=True)
     def rule(self, meta, children):

@@ -73,3 +73,14 @@ def test_mla_keeps_one_latent_at_any_size_that_splits_the_heads(gpus, runs):
         assert cells["engine_runs_tensor_parallel"]["value"] is True
     else:
         assert "`vllm.heads_split_evenly` is false (`heads` = 128, `tensor_parallel` = 6)" in result.output
+
+
+def test_an_engine_the_deployment_does_not_run_cannot_break_it(tmp_path):
+    # SGLang's default memory fraction is negative on a 1 GiB device: only a deployment on SGLang is refused
+    path = tmp_path / "tiny.kvspec"
+    path.write_text('model m "M" {\n    layers = 2\n    heads = 4\n    head_dim = 8\n    params = 1000\n}\n\n'
+                    'hardware g "G" {\n    memory = 1 GiB\n    bandwidth = 1 TB/s\n}\n\n'
+                    'deployment d "D" {\n    model = m\n    hardware = g\n}\n')
+    cli("eval", path, code=0)
+    refused = cli("eval", path, "--set", "engine=sglang", code=1).output
+    assert "breaks `require mem_fraction_static > 0" in refused
