@@ -13,7 +13,7 @@ import openpyxl
 import pytest
 
 from kvdsl.api import evaluate_paths
-from kvdsl.excel.describe import describe
+from kvdsl.labels import describe
 from kvdsl.excel.workbook import SHEETS, YES_NO
 from workbook_helpers import CATALOG, ROOT, destination, export, typed_cell
 
@@ -68,7 +68,7 @@ def test_headers_carry_labels_names_and_descriptions(catalog, program):
                 continue
             for cell in info.cells:
                 col = destination(catalog, f"{info.name}.{cell}").column
-                seen.setdefault(col, (cell, []))[1].append(describe(prog.cells[(info.name, cell)].cell))
+                seen.setdefault(col, (cell, []))[1].append(describe(prog.cells[(info.name, cell)]))
         for col, (cell, texts) in seen.items():
             assert ws.cell(1, col).value in {label for label, _ in texts}, (sheet, cell)
             assert str(ws.cell(2, col).value).split(" · ")[0] == cell, (sheet, cell)

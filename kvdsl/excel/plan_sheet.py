@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .describe import describe, has_own_label
+from ..labels import describe, is_labelled
 from .validation import GIB, Bounds, bounds, data_validation, example_text, human_unit
 
 SHEET = "Plan"
@@ -38,6 +38,7 @@ INPUTS = [
     ("reserve_bytes", "Reserve per GPU (runtime overhead)"),
 ]
 TYPED_FORMS = ("input", "ref", "rule")
+SCALED = ("memory_per_gpu", "weights_bytes_per_gpu", "kv_bytes_per_gpu", "tpot_seconds")  # the cell in GiB or ms
 
 
 @dataclass
@@ -124,8 +125,8 @@ class PlanSheet:
             rc = self.program.cells.get(key)
             if rc is None:
                 continue
-            label, description = describe(rc.cell)
-            ws.cell(row, 1, label if has_own_label(rc.cell) else words)
+            label, description = describe(rc)
+            ws.cell(row, 1, label if is_labelled(rc) else words)
             target = ws.cell(row, 2)
             if key in self.inputs:
                 _, unit, rule = self.inputs[key]
@@ -145,14 +146,15 @@ class PlanSheet:
         for i, (words, cell, formula, fmt, unit) in enumerate(self._results(d)):
             row = top + 4 + i
             rc = self.program.cells.get((d, cell)) if cell else None
-            label = describe(rc.cell)[0] if rc is not None and has_own_label(rc.cell) else words
+            direct = formula in (f"={self._n(d, cell)}", f'=IF({self._n(d, cell)},"Yes","No")') or cell in SCALED
+            label = describe(rc)[0] if rc is not None and direct and is_labelled(rc) else words
             ws.cell(row, 5, label)
             value = ws.cell(row, 6, formula)
             value.number_format = fmt
             value.alignment = Alignment(horizontal="right")
             ws.cell(row, 7, unit)
             if rc is not None:
-                value.comment = Comment(f"{describe(rc.cell)[1]}\nCell {d}.{cell}".strip(), "kvdsl", width=300, height=90)
+                value.comment = Comment(f"{describe(rc)[1]}\nCell {d}.{cell}".strip(), "kvdsl", width=300, height=90)
             self.w.formulas += 1
         self._highlights(ws, d, top)
         self._chart(ws, d, top)

@@ -37,7 +37,7 @@ from ..graph import Key, Origin, Program
 from ..search import depends_on
 from ..symbolic import Expander
 from ..units import BYTES, SECONDS, TOKENS, USD, Dim
-from .describe import describe
+from ..labels import describe
 from .plan_sheet import PlanSheet
 from .printer import UNBOUNDED, RulePrinter, excel_formula, excel_text_literal
 from .validation import bounds, data_validation, example_text, human_unit
@@ -322,7 +322,7 @@ class WorkbookWriter:
                 target = ws.cell(row, col)
                 self._write_cell(target, key)
                 rc = self.program.cells[key]
-                if cell not in headers or (not describe(headers[cell].cell)[1] and describe(rc.cell)[1]):
+                if cell not in headers or (not describe(headers[cell])[1] and describe(rc)[1]):
                     headers[cell] = rc  # the first definition with a description
                 if target.data_type == "f" and target.comment is None:
                     note = f"{rc.span.path}:{rc.span.line}\n{rc.cell.source}"
@@ -353,7 +353,7 @@ class WorkbookWriter:
         from openpyxl.comments import Comment
         from openpyxl.styles import Alignment, Font
 
-        label, description = describe(rc.cell)
+        label, description = describe(rc)
         head = ws.cell(1, col, label)
         head.font = Font(bold=True)
         head.alignment = Alignment(wrap_text=True, vertical="top")
@@ -495,7 +495,7 @@ class WorkbookWriter:
                 unit = human_unit(rc.dim, rule)
                 if unit.factor != 1:  # typed in base units on this sheet
                     unit = type(unit)(1, unit.number_format, rc.dim.unit() or "")
-                label = describe(rc.cell)[0]
+                label = describe(rc)[0]
                 signature = (cell, rule.whole, rule.low, rule.low_strict, rule.high, rule.high_strict)
                 if signature not in groups:
                     dv = data_validation(rule, unit, label, example_text(self.values.get(key), unit))
