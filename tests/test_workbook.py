@@ -305,7 +305,7 @@ def test_results_are_formulas_and_inputs_are_not(catalog_wb, catalog_program):
                     target = typed
                     value = value / factor if factor != 1 else value
                 assert isinstance(target.value, (int, float)) and target.data_type in ("n", "b"), where
-                assert target.value == value, where
+                assert same_value(value if isinstance(value, bool) else float(value), target.value), where
                 assert (target.data_type == "b") == isinstance(value, bool), where
                 checked["input"] += 1
             elif value is not None and not isinstance(value, str):
@@ -322,6 +322,8 @@ def test_each_deployment_input_is_typed_in_one_place(catalog_wb, catalog_program
     typed = {}
     for d in deployments:
         for cell in ("model", "hardware", "gpus", "replicas", "batch", "utilization", "reserve_bytes"):
+            if program.cells[(d, cell)].form == "unknown":  # solved: a formula, typed nowhere
+                continue
             cell_on_plan, factor = typed_cell(catalog_wb, f"{d}.{cell}")
             assert cell_on_plan.parent.title == "Plan", (d, cell)
             assert destination(catalog_wb, f"{d}.{cell}").parent.title == "Deployments"
