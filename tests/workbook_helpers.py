@@ -74,7 +74,7 @@ def recalculate(paths, outdir=None, profile=None) -> list:
     proc = subprocess.run(
         [soffice, f"-env:UserInstallation={profile.resolve().as_uri()}", "--headless",
          "--convert-to", "xlsx", "--outdir", str(outdir), *map(str, paths)],
-        capture_output=True, text=True, timeout=300)
+        capture_output=True, text=True, timeout=1800)
     outs = [outdir / p.name for p in paths]
     missing = [str(o) for o in outs if not o.exists()]
     assert proc.returncode == 0 and not missing, (proc.returncode, missing, proc.stdout, proc.stderr)

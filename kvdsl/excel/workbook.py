@@ -66,7 +66,10 @@ DEPLOYMENT_COLUMNS = (
     "output_tokens_per_second", "users_served", "meets_targets", "cost_per_month", "cost_per_million_output_tokens",
     "bound", "engine_kv_cache_tokens", "engine_max_concurrency",
 )
-MODEL_RESULTS = ("scheme", "kv_elements_per_token", "kv_bytes_per_sequence", "weights_bytes", "context_limit")
+# a model's figures a reader compares; its other cells are grouped and hidden
+MODEL_COLUMNS = ("params", "active_params", "layers", "heads", "kv_heads", "head_dim", "hidden_size", "experts",
+                 "experts_per_token", "window", "context", "kv_dtype", "weight_dtype", "scheme", "kv_elements_per_token",
+                 "kv_bytes_per_sequence", "weights_bytes", "context_limit", "source")
 
 _A1 = re.compile(r"^([A-Za-z]{1,3})(\d+)$")
 _R1C1 = re.compile(r"^[Rr]\d*([Cc]\d*)?$|^[Cc]\d*$")
@@ -141,18 +144,14 @@ class WorkbookWriter:
         """Put the columns a reader needs first; returns {cell: outline level} of the ones grouped and hidden."""
         columns = self.layout.columns[kind]
         cells = list(columns)
-        typed = {cell for name in self.layout.blocks[kind] for cell in self.program.blocks[name].cells
-                 if self.program.cells[(name, cell)].form in ("input", "ref", "text", "declare", "unknown")}
 
         def rank(cell):
             if kind == "deployment":
                 if cell in DEPLOYMENT_COLUMNS:
                     return 0, DEPLOYMENT_COLUMNS.index(cell)
                 return (3 if "." in cell else 2), cells.index(cell)
-            if kind == "model" and cell in MODEL_RESULTS:
-                return 1, cells.index(cell)
-            if kind in ("model",) and cell not in typed:
-                return 2, cells.index(cell)
+            if kind == "model":
+                return (0, MODEL_COLUMNS.index(cell)) if cell in MODEL_COLUMNS else (2, cells.index(cell))
             return 0, cells.index(cell)
 
         ordered = sorted(cells, key=rank)
@@ -340,7 +339,7 @@ class WorkbookWriter:
                                                                  for n in self.layout.blocks[kind])))
         for cell, col in columns.items():
             dim = ws.column_dimensions[column_letter(col)]
-            dim.width = min(widths[col], 60)
+            dim.width = min(widths[col], 40)
             level = self.hidden.get(kind, {}).get(cell)
             if level:
                 dim.outlineLevel = level
