@@ -333,7 +333,8 @@ def test_each_deployment_input_is_typed_in_one_place(catalog_wb, catalog_program
     # utilization is a percentage, reserve in GiB
     d = deployments[0]
     assert typed_cell(catalog_wb, f"{d}.utilization")[0].number_format == "0%"
-    assert "GiB" in typed_cell(catalog_wb, f"{d}.reserve_bytes")[0].number_format
+    reserve = typed_cell(catalog_wb, f"{d}.reserve_bytes")[0]
+    assert reserve.parent.cell(reserve.row, reserve.column + 1).value == "GiB"  # the unit beside the number
 
 
 def test_formulas_read_through_defined_names(catalog_wb, catalog_program):
