@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..labels import describe, is_labelled
-from .validation import GIB, Bounds, bounds, data_validation, example_text, human_unit
+from .validation import GIB, bounds, data_validation, example_text, human_unit
 
 SHEET = "Plan"
 YELLOW = "FFF2CC"
@@ -106,7 +106,7 @@ class PlanSheet:
 
     def _section(self, ws, section: Section) -> None:
         from openpyxl.comments import Comment
-        from openpyxl.styles import Alignment, Font, PatternFill
+        from openpyxl.styles import Alignment, Font
 
         d, top = section.block, section.top
         title = ws.cell(top, 1, self.w.title_formula(d))
@@ -256,6 +256,7 @@ class PlanSheet:
     def _chart(self, ws, d, top) -> None:
         """One GPU's memory as a stacked bar: weights, reserve and headroom, KV cache, free."""
         from openpyxl.chart import BarChart, Reference, Series
+        from openpyxl.styles import Font
 
         n = lambda cell: self._n(d, cell)  # noqa: E731
         parts = [
@@ -275,8 +276,6 @@ class PlanSheet:
         chart.y_axis.title = "GiB"
         chart.y_axis.delete = False
         chart.x_axis.delete = True
-        from openpyxl.styles import Font
-
         first = top + 4 + len(INPUTS) + 3
         ws.cell(first - 1, 1, "Memory of one GPU (the chart)").font = Font(bold=True)
         for i, (words, formula) in enumerate(parts):
