@@ -21,9 +21,10 @@ from kvdsl.api import build_program, evaluate_paths, parse_setting
 from kvdsl.cli import main
 from kvdsl.excel.workbook import WHAT_IF_CONTEXTS, excel_name
 from workbook_helpers import (CATALOG, ROOT, cli, compare_numeric, destination, error_cells, eval_json, export,
-                              libreoffice, named, recalculate, same_value)
+                              libreoffice, named, recalculate, same_value, set_typed, typed_cell)
 
-SHEETS = ["README", "Models", "Hardware", "Deployments", "Formats", "Engines", "Workloads", "Comparison", "Summary", "What-if"]
+SHEETS = ["Plan", "Deployments", "Models", "Hardware", "Workloads", "README", "Summary", "Comparison", "What-if", "Formats",
+          "Engines"]
 BLOCK_SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines",
                 "workload": "Workloads"}
 
@@ -205,7 +206,7 @@ def recalculated(workdir, catalog_xlsx) -> Recalculated:
     for key, changes in CHANGES.items():
         wb = openpyxl.load_workbook(catalog_xlsx)
         for name, value in changes:
-            destination(wb, name).value = value
+            set_typed(wb, name, value)
         path = workdir / "changed" / f"change_{key}.xlsx"
         path.parent.mkdir(exist_ok=True)
         wb.save(path)
@@ -294,10 +295,17 @@ def test_results_are_formulas_and_inputs_are_not(catalog_wb, catalog_program):
             target = destination(catalog_wb, f"{info.name}.{cell}")
             assert target.parent.title == BLOCK_SHEETS[info.kind]
             where = f"{info.name}.{cell} ({target.coordinate}: {target.value!r})"
+            typed, factor = typed_cell(catalog_wb, f"{info.name}.{cell}")
             if rc.form == "input" and rc.scope and rc.origin == "engine":  # the engine's setting, read from its row
                 assert target.value == f"={rc.scope}.{rc.local_name}", where
             elif rc.form == "input":
+                if typed is not target:  # typed on the Plan sheet, in human units
+                    assert info.kind == "deployment" and typed.parent.title == "Plan", where
+                    assert target.data_type == "f", where
+                    target = typed
+                    value = value / factor if factor != 1 else value
                 assert isinstance(target.value, (int, float)) and target.data_type in ("n", "b"), where
+                assert same_value(value if isinstance(value, bool) else float(value), target.value), where
                 assert (target.data_type == "b") == isinstance(value, bool), where
                 checked["input"] += 1
             elif value is not None and not isinstance(value, str):
@@ -305,6 +313,28 @@ def test_results_are_formulas_and_inputs_are_not(catalog_wb, catalog_program):
                 assert target.data_type == "f", where
                 checked["formula"] += 1
     assert checked["input"] > 300 and checked["formula"] > 600, checked
+
+
+def test_each_deployment_input_is_typed_in_one_place(catalog_wb, catalog_program):
+    """A deployment's typed cell lives on the Plan sheet; its named cell reads it, in base units."""
+    program, values = catalog_program
+    deployments = [b.name for b in program.user_blocks() if b.kind == "deployment"]
+    typed = {}
+    for d in deployments:
+        for cell in ("model", "hardware", "gpus", "replicas", "batch", "utilization", "reserve_bytes"):
+            if program.cells[(d, cell)].form == "unknown":  # solved: a formula, typed nowhere
+                continue
+            cell_on_plan, factor = typed_cell(catalog_wb, f"{d}.{cell}")
+            assert cell_on_plan.parent.title == "Plan", (d, cell)
+            assert destination(catalog_wb, f"{d}.{cell}").parent.title == "Deployments"
+            assert factor == (2**30 if cell == "reserve_bytes" else 1), (d, cell)
+            typed.setdefault(cell_on_plan.coordinate, []).append((d, cell))
+    assert all(len(v) == 1 for v in typed.values())  # no Plan cell is shared
+    # utilization is a percentage, reserve in GiB
+    d = deployments[0]
+    assert typed_cell(catalog_wb, f"{d}.utilization")[0].number_format == "0%"
+    reserve = typed_cell(catalog_wb, f"{d}.reserve_bytes")[0]
+    assert reserve.parent.cell(reserve.row, reserve.column + 1).value == "GiB"  # the unit beside the number
 
 
 def test_formulas_read_through_defined_names(catalog_wb, catalog_program):
@@ -344,13 +374,12 @@ def test_drop_downs(catalog_wb, catalog_program):
               ("deployment", "hardware"): "=all_hardware_ids", ("deployment", "kv_dtype"): "=all_formats_ids",
               ("deployment", "engine"): "=all_engines_ids"}
     for (kind, cell), formula in wanted.items():
-        ws = catalog_wb[BLOCK_SHEETS[kind]]
-        validations = _list_validations(ws).get(formula, [])
         blocks = [b.name for b in program.user_blocks() if b.kind == kind]
         assert blocks
         for block in blocks:
-            coordinate = destination(catalog_wb, f"{block}.{cell}").coordinate
-            assert any(coordinate in dv.sqref for dv in validations), f"no {formula} drop-down on {block}.{cell}"
+            target = typed_cell(catalog_wb, f"{block}.{cell}")[0]
+            validations = _list_validations(target.parent).get(formula, [])
+            assert any(target.coordinate in dv.sqref for dv in validations), f"no {formula} drop-down on {block}.{cell}"
 
 
 def test_formula_cells_carry_their_source_line(catalog_wb, catalog_program):
@@ -627,3 +656,16 @@ def test_summary_shows_each_deployments_engine_figures(recalculated, catalog_jso
     assert row["engine KV tokens"] == cells["engine_kv_cache_tokens"]["value"] == 973760
     assert row["engine blocks"] == 7162
     assert same_value(cells["engine_max_concurrency"]["value"], row["engine concurrency"])
+
+
+@libreoffice
+def test_a_deployments_title_follows_its_model_drop_down(recalculated, catalog_json):
+    """Switching the model drop-down on the Plan sheet retitles the deployment there and on Deployments."""
+    block = "llama_3_1_70b_h100x4_fp8"
+    before = recalculated["catalog"]
+    after = recalculated["change_model_switch"]
+    row = destination(after, f"{block}.model").row
+    old, new = before["Deployments"].cell(row, 2).value, after["Deployments"].cell(row, 2).value
+    assert old.startswith(catalog_json["llama_3_1_70b"]["title"] + " on 4 x "), old
+    assert new.startswith(catalog_json["qwen3_32b"]["title"] + " on 4 x "), new
+    assert new in [c.value for c in after["Plan"]["A"]]  # the Plan section's title too

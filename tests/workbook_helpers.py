@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -73,7 +74,7 @@ def recalculate(paths, outdir=None, profile=None) -> list:
     proc = subprocess.run(
         [soffice, f"-env:UserInstallation={profile.resolve().as_uri()}", "--headless",
          "--convert-to", "xlsx", "--outdir", str(outdir), *map(str, paths)],
-        capture_output=True, text=True, timeout=300)
+        capture_output=True, text=True, timeout=1800)
     outs = [outdir / p.name for p in paths]
     missing = [str(o) for o in outs if not o.exists()]
     assert proc.returncode == 0 and not missing, (proc.returncode, missing, proc.stdout, proc.stderr)
@@ -90,6 +91,29 @@ def destination(wb, name: str):
     ref = ref.replace("$", "")
     assert ":" not in ref, f"`{key}` points at the range {sheet}!{ref}, not one cell"
     return wb[sheet][ref]
+
+
+PLAN_REFERENCE = re.compile(r"^='(?P<sheet>[^']+)'!\$(?P<col>[A-Z]+)\$(?P<row>\d+)(?:\*(?P<factor>\d+))?$")
+
+
+def typed_cell(wb, name: str):
+    """(the cell a reader types `name` into, the factor to base units).
+
+    A deployment's typed cells live on the Plan sheet in human units; its
+    named cell reads them (`='Plan'!$B$21*1073741824`).  Any other input is
+    typed where its name points, in base units.
+    """
+    target = destination(wb, name)
+    match = PLAN_REFERENCE.match(str(target.value)) if target.data_type == "f" else None
+    if match is None:
+        return target, 1
+    return wb[match["sheet"]][f"{match['col']}{match['row']}"], int(match["factor"] or 1)
+
+
+def set_typed(wb, name: str, value) -> None:
+    """Type `value` (base units) where a reader types `name`, converted to that cell's unit."""
+    cell, factor = typed_cell(wb, name)
+    cell.value = value if factor == 1 or isinstance(value, (str, bool)) else value / factor
 
 
 def named(wb, name: str):

@@ -1,17 +1,24 @@
 """The workbook: every block on its kind's sheet, every result a live formula.
 
-Layout: one sheet per kind (Models, Hardware, Deployments, Formats), one row
-per block, one column per cell.  Row 1 holds cell names, row 2 units; the
-first two columns the block name and title.  Every cell has a workbook-scoped
-defined name `block.cell`, every column a name `all_models.cell` (the range
-of that column) and the block names of a sheet the name `all_models_ids`, so
-formulas read like the spec:
+Sheets, in order: Plan (each deployment on one page, in plain words and
+human units; see plan_sheet.py), Deployments, Models, Hardware, Workloads,
+README, Summary, Comparison, What-if, Formats, Engines.  A kind's sheet has
+one row per block and one column per cell: row 1 the cell's label (its
+description as the note), row 2 the cell name and unit; the first two columns
+the block name and title.  The columns a reader needs come first; a
+deployment's intermediate cells, and the cells of the engines it runs, are
+grouped and hidden after them.  Every cell has a workbook-scoped defined name
+`block.cell` in base units, every column a name `all_models.cell` (the range
+of that column), the block names of a sheet the name `all_models_ids` and
+their titles `all_models_titles`, so formulas read like the spec:
 
     =2*qwen3_8b.layers*...
     =INDEX(all_models.kv_heads, MATCH(chat.model, all_models_ids, 0))
 
 The second form is how a deployment reads its model: through the name held in
-its `model` cell, so switching that cell (a drop-down) switches every number.
+its `model` cell, so switching that cell (a drop-down on the Plan sheet)
+switches every number.  A deployment's typed cells live on the Plan sheet
+only; its Deployments columns read them (`='Plan'!$B$21*1073741824`).
 
 Naming rule: a name whose first part reads as a cell reference (`h100`,
 `tp2`, `r`, `c`, `r1c1`) gets a leading underscore: `_h100.memory`.
@@ -31,11 +38,14 @@ from ..errors import ExportError
 from ..graph import Key, Origin, Program
 from ..search import depends_on
 from ..symbolic import Expander
-from ..units import BYTES, TOKENS, USD, Dim
+from ..units import BYTES, SECONDS, TOKENS, USD, Dim
+from ..labels import describe
+from .plan_sheet import PlanSheet
 from .printer import UNBOUNDED, RulePrinter, excel_formula, excel_text_literal
+from .validation import bounds, data_validation, example_text, human_unit
 
-SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines",
-          "workload": "Workloads"}
+SHEETS = {"deployment": "Deployments", "model": "Models", "hardware": "Hardware", "workload": "Workloads",
+          "format": "Formats", "engine": "Engines"}
 COLUMN_SETS = {"model": "all_models", "hardware": "all_hardware", "deployment": "all_deployments", "format": "all_formats",
                "engine": "all_engines", "workload": "all_workloads"}
 HEADER_ROWS = 2
@@ -45,6 +55,23 @@ GIB = 1024**3
 MAX_COLUMNS = 16_384  # Excel's last column, XFD
 MAX_NAME = 255  # Excel's longest defined name
 RESERVED_PREFIXES = ("_xlfn", "_xlnm", "_xlws")  # names Excel keeps for itself (compared ignoring case)
+# A boolean cell reads Yes/No through a conditional format's number format: the
+# cell's own format stays General, so the cell stays a boolean (LibreOffice
+# saves a boolean with a number format of its own as a number).
+YES_NO = '"Yes";"Yes";"No"'
+# the columns a reader of the Deployments sheet needs, in this order; the
+# other cells of a deployment are grouped and hidden after them
+DEPLOYMENT_COLUMNS = (
+    "model", "hardware", "gpus", "replicas", "context", "batch", "kv_dtype", "engine", "workload", "utilization",
+    "reserve_bytes", "fits", "max_batch", "max_context", "memory_per_gpu", "weights_bytes_per_gpu",
+    "kv_budget_bytes_per_gpu", "kv_bytes_per_gpu", "shortfall_bytes_per_gpu", "ttft_seconds", "tpot_seconds",
+    "output_tokens_per_second", "users_served", "meets_targets", "cost_per_month", "cost_per_million_output_tokens",
+    "bound", "engine_kv_cache_tokens", "engine_max_concurrency",
+)
+# a model's figures a reader compares; its other cells are grouped and hidden
+MODEL_COLUMNS = ("params", "active_params", "layers", "heads", "kv_heads", "head_dim", "hidden_size", "experts",
+                 "experts_per_token", "window", "context", "kv_dtype", "weight_dtype", "scheme", "kv_elements_per_token",
+                 "kv_bytes_per_sequence", "weights_bytes", "context_limit", "source")
 
 _A1 = re.compile(r"^([A-Za-z]{1,3})(\d+)$")
 _R1C1 = re.compile(r"^[Rr]\d*([Cc]\d*)?$|^[Cc]\d*$")
@@ -109,8 +136,52 @@ class WorkbookWriter:
         self.blocks = [b for b in program.blocks.values() if (not b.prelude) or b.kind in ("format", "engine", "workload")]
         self._check_names()
         self.layout = plan_layout(program, self.blocks)
+        self.hidden = {kind: self._order_columns(kind) for kind in self.layout.columns}
         self.formulas = 0
         self.names = 0
+        self.plan = PlanSheet(self) if "deployment" in self.layout.blocks else None
+        self.booleans: dict = {}  # sheet -> coordinates of boolean cells
+
+    def _order_columns(self, kind: str) -> dict:
+        """Put the columns a reader needs first; returns {cell: outline level} of the ones grouped and hidden."""
+        columns = self.layout.columns[kind]
+        cells = list(columns)
+
+        def rank(cell):
+            if kind == "deployment":
+                if cell in DEPLOYMENT_COLUMNS:
+                    return 0, DEPLOYMENT_COLUMNS.index(cell)
+                return (3 if "." in cell else 2), cells.index(cell)
+            if kind == "model":
+                return (0, MODEL_COLUMNS.index(cell)) if cell in MODEL_COLUMNS else (2, cells.index(cell))
+            return 0, cells.index(cell)
+
+        ordered = sorted(cells, key=rank)
+        self.layout.columns[kind] = {cell: FIRST_COLUMN + i for i, cell in enumerate(ordered)}
+        return {cell: rank(cell)[0] - 1 for cell in ordered if rank(cell)[0] >= 2}
+
+    def sheet_of(self, kind: str) -> str:
+        """The sheet of a kind's blocks."""
+        return SHEETS[kind]
+
+    @staticmethod
+    def titles_name(kind: str) -> str:
+        """The range of block titles of a kind."""
+        return f"{COLUMN_SETS[kind]}_titles"
+
+    def title_formula(self, block: str) -> str:
+        """A deployment's title from its drop-downs: `model title on N x hardware title`."""
+        info = self.program.blocks[block]
+        parts = {}
+        for ref in ("model", "hardware"):
+            rc = self.program.cells.get((block, ref))
+            if rc is None or rc.form != "ref" or self.program.blocks[rc.ref_target].kind not in self.layout.blocks:
+                return "=" + excel_text_literal(info.title)
+            kind = self.program.blocks[rc.ref_target].kind
+            parts[ref] = f"INDEX({self.titles_name(kind)}, MATCH({self.cell_name((block, ref))}, {self.ids_name(kind)}, 0))"
+        gpus, replicas = self.cell_name((block, "gpus")), self.cell_name((block, "replicas"))
+        copies = f'IF({replicas}>1," (x "&{replicas}&" copies)","")' if (block, "replicas") in self.program.cells else '""'
+        return f'={parts["model"]}&" on "&{gpus}&" x "&{parts["hardware"]}&{copies}'
 
     # ---- names -------------------------------------------------------------
 
@@ -133,7 +204,8 @@ class WorkbookWriter:
             if name.startswith(RESERVED_PREFIXES):
                 raise ExportError(f"a block may not be named `{info.name}` in a workbook: Excel keeps names that start "
                                   f"with {', '.join(f'`{p}`' for p in RESERVED_PREFIXES)} for itself", info.block.name_span)
-            if name in {c.lower() for c in COLUMN_SETS.values()} | {self.ids_name(k).lower() for k in COLUMN_SETS}:
+            if name in ({c.lower() for c in COLUMN_SETS.values()} | {self.ids_name(k).lower() for k in COLUMN_SETS}
+                        | {self.titles_name(k).lower() for k in COLUMN_SETS}):
                 raise ExportError(f"a block may not be named `{info.name}` in a workbook: the name is taken by a column",
                                   info.block.name_span)
         owners: dict[str, tuple] = {}
@@ -158,6 +230,7 @@ class WorkbookWriter:
                 columns.setdefault(info.kind, {}).setdefault(cell, span)
         for kind, cells in columns.items():
             yield self.ids_name(kind), None, f"the list of {SHEETS[kind].lower()}"
+            yield self.titles_name(kind), None, f"the titles of {SHEETS[kind].lower()}"
             for cell, span in cells.items():
                 yield self.column_name(kind, cell), span, f"column `{self.column_name(kind, cell)}`"
 
@@ -200,17 +273,26 @@ class WorkbookWriter:
 
         wb = Workbook()
         wb.remove(wb.active)
+        if self.plan is not None:
+            self.plan.build(wb)
+        for kind in ("deployment", "model", "hardware", "workload"):
+            if kind in self.layout.blocks:
+                self._kind_sheet(wb, kind)
         self._readme(wb)
-        for kind in SHEETS:
+        if "deployment" in self.layout.blocks:
+            self._summary(wb)
+        if "model" in self.layout.blocks:
+            self._comparison(wb)
+        if "deployment" in self.layout.blocks:
+            self._what_if(wb)
+        for kind in ("format", "engine"):
             if kind in self.layout.blocks:
                 self._kind_sheet(wb, kind)
         self._define_names(wb)
         self._validations(wb)
-        if "model" in self.layout.blocks:
-            self._comparison(wb)
-        if "deployment" in self.layout.blocks:
-            self._summary(wb)
-            self._what_if(wb)
+        self._highlights(wb)
+        for ws in wb.worksheets:
+            _print_setup(ws)
         wb.calculation = CalcProperties(fullCalcOnLoad=True)
         return wb
 
@@ -220,37 +302,82 @@ class WorkbookWriter:
 
         ws = wb.create_sheet(SHEETS[kind])
         columns = self.layout.columns[kind]
-        ws.cell(1, 1, "block").font = Font(bold=True)
-        ws.cell(1, 2, "title").font = Font(bold=True)
-        for cell, col in columns.items():
-            ws.cell(1, col, cell).font = Font(bold=True)
-            ws.cell(1, col).alignment = Alignment(text_rotation=0, wrap_text=True, vertical="top")
+        widths = {col: 10 for col in columns.values()}
+        ws.cell(1, 1, "Name").font = Font(bold=True)
+        ws.cell(1, 2, "Title").font = Font(bold=True)
+        headers: dict = {}
         for name in self.layout.blocks[kind]:
             info = self.program.blocks[name]
             row = self.layout.rows[name]
             _text(ws.cell(row, 1), name)
-            _text(ws.cell(row, 2), info.title)
+            if kind == "deployment":
+                ws.cell(row, 2).value = self.title_formula(name)
+                ws.cell(row, 2).comment = Comment(f"Follows the model, GPU count and hardware. As written: {info.title}",
+                                                  "kvdsl", width=300, height=70)
+                self.formulas += 1
+            else:
+                _text(ws.cell(row, 2), info.title)
             for cell in info.cells:
                 key = (name, cell)
-                target = ws.cell(row, columns[cell])
+                col = columns[cell]
+                target = ws.cell(row, col)
                 self._write_cell(target, key)
                 rc = self.program.cells[key]
-                unit_cell = ws.cell(2, columns[cell])
-                if unit_cell.value is None and isinstance(rc.dim, Dim) and rc.dim.unit():
-                    unit_cell.value = rc.dim.unit()
-                if target.data_type == "f":
+                if cell not in headers or (not describe(headers[cell])[1] and describe(rc)[1]):
+                    headers[cell] = rc  # the first definition with a description
+                if target.data_type == "f" and target.comment is None:
                     note = f"{rc.span.path}:{rc.span.line}\n{rc.cell.source}"
                     target.comment = Comment(note, "kvdsl", width=420, height=110)
-        ws.cell(2, 1, "unit").font = Font(italic=True)
-        for col in range(1, FIRST_COLUMN + len(columns)):
-            ws.cell(2, col).font = Font(italic=True, color="666666")
+                widths[col] = max(widths[col], _display_width(self.values.get(key), target.number_format))
+        for cell, rc in headers.items():
+            self._header(ws, columns[cell], cell, rc)
+            widths[columns[cell]] = max(widths[columns[cell]], 0.8 * len(str(ws.cell(2, columns[cell]).value)) + 1)
+        ws.cell(2, 1, "cell · unit").font = Font(italic=True, size=8, color="666666")
+        ws.cell(1, 1).alignment = ws.cell(1, 2).alignment = Alignment(vertical="top")
+        ws.row_dimensions[1].height = 45
         ws.freeze_panes = ws.cell(HEADER_ROWS + 1, FIRST_COLUMN)
-        ws.column_dimensions["A"].width = 26
-        ws.column_dimensions["B"].width = 34
+        ws.column_dimensions["A"].width = max(12, min(40, 2 + max(len(n) for n in self.layout.blocks[kind])))
+        ws.column_dimensions["B"].width = max(12, min(60, 2 + max(len(self.program.blocks[n].title)
+                                                                 for n in self.layout.blocks[kind])))
         for cell, col in columns.items():
-            ws.column_dimensions[column_letter(col)].width = max(12, min(len(cell) + 2, 30))
+            dim = ws.column_dimensions[column_letter(col)]
+            dim.width = min(widths[col], 40)
+            level = self.hidden.get(kind, {}).get(cell)
+            if level:
+                dim.outlineLevel = level
+                dim.hidden = True
+        if self.hidden.get(kind):
+            ws.sheet_properties.outlinePr.summaryRight = False
+
+    def _header(self, ws, col: int, cell: str, rc) -> None:
+        """Row 1: the label (the description as its note); row 2: the cell name and unit, small."""
+        from openpyxl.comments import Comment
+        from openpyxl.styles import Alignment, Font
+
+        label, description = describe(rc)
+        head = ws.cell(1, col, label)
+        head.font = Font(bold=True)
+        head.alignment = Alignment(wrap_text=True, vertical="top")
+        unit = rc.dim.unit() if isinstance(rc.dim, Dim) and rc.dim.unit() else ""
+        if isinstance(rc.dim, Dim) and rc.form == "input":
+            rule = bounds(self.program, rc.key)
+            if rule is not None and rule.fraction:
+                unit = "%"
+        small = ws.cell(2, col, f"{cell} · {unit}" if unit else cell)
+        small.font = Font(italic=True, size=8, color="666666")
+        head.comment = Comment(f"{description}\n({cell})".strip(), "kvdsl", width=300, height=80)
 
     def _write_cell(self, target, key: Key) -> None:
+        """A cell on its kind's sheet; a deployment's typed cell reads the Plan sheet in base units."""
+        if self.plan is not None and key in self.plan.inputs:
+            target.value = self.plan.reference(key)
+            target.number_format = _number_format(self.program.cells[key].dim)
+            self.formulas += 1
+            return
+        self.write_value(target, key)
+
+    def write_value(self, target, key: Key) -> None:
+        """The value or formula of a cell, as the spec gives it."""
         from openpyxl.styles import Font, PatternFill
 
         rc = self.program.cells[key]
@@ -297,7 +424,13 @@ class WorkbookWriter:
         else:
             target.value = self.rule_formula(key)
             self.formulas += 1
-        target.number_format = _number_format(rc.dim)
+        if isinstance(value, bool):
+            self.booleans.setdefault(target.parent.title, []).append(target.coordinate)
+        elif rc.form == "input" and isinstance(rc.dim, Dim):
+            unit = human_unit(rc.dim, bounds(self.program, key))
+            target.number_format = unit.number_format if unit.unit in ("%", "") else _number_format(rc.dim)
+        else:
+            target.number_format = _number_format(rc.dim)
 
     def _define_names(self, wb) -> None:
         from openpyxl.workbook.defined_name import DefinedName
@@ -310,6 +443,7 @@ class WorkbookWriter:
             sheet = SHEETS[kind]
             first, last = HEADER_ROWS + 1, HEADER_ROWS + len(names)
             add(self.ids_name(kind), f"'{sheet}'!$A${first}:$A${last}")
+            add(self.titles_name(kind), f"'{sheet}'!$B${first}:$B${last}")
             for cell, col in self.layout.columns[kind].items():
                 letter = column_letter(col)
                 add(self.column_name(kind, cell), f"'{sheet}'!${letter}${first}:${letter}${last}")
@@ -329,7 +463,7 @@ class WorkbookWriter:
             for name in names:
                 for cell in self.program.blocks[name].cells:
                     rc = self.program.cells[(name, cell)]
-                    if rc.form != "ref":
+                    if rc.form != "ref" or (self.plan is not None and (name, cell) in self.plan.inputs):
                         continue
                     target_kind = self.program.blocks[rc.ref_target].kind
                     if target_kind not in self.layout.blocks:
@@ -343,6 +477,63 @@ class WorkbookWriter:
                         ws.add_data_validation(dv)
                     letter = column_letter(self.layout.columns[kind][cell])
                     dv.add(f"{letter}{self.layout.rows[name]}")
+            self._number_validations(ws, kind, names)
+
+    def _number_validations(self, ws, kind: str, names: list) -> None:
+        """Whole numbers, bounds and percentages from the `require` rules, on every typed number of a sheet."""
+        groups: dict = {}
+        for name in names:
+            for cell in self.program.blocks[name].cells:
+                key = (name, cell)
+                rc = self.program.cells[key]
+                if rc.form != "input" or isinstance(self.values.get(key), bool) or rc.scope:
+                    continue
+                if self.plan is not None and key in self.plan.inputs:
+                    continue
+                rule = bounds(self.program, key)
+                if rule is None:
+                    continue
+                unit = human_unit(rc.dim, rule)
+                if unit.factor != 1:  # typed in base units on this sheet
+                    unit = type(unit)(1, unit.number_format, rc.dim.unit() or "")
+                label = describe(rc)[0]
+                signature = (cell, rule.whole, rule.low, rule.low_strict, rule.high, rule.high_strict)
+                if signature not in groups:
+                    dv = data_validation(rule, unit, label, example_text(self.values.get(key), unit))
+                    if dv is None:
+                        continue
+                    ws.add_data_validation(dv)
+                    groups[signature] = dv
+                groups[signature].add(f"{column_letter(self.layout.columns[kind][cell])}{self.layout.rows[name]}")
+
+    def _highlights(self, wb) -> None:
+        """Red on the Deployments sheet where a result cannot hold."""
+        from openpyxl.formatting.rule import Rule
+        from openpyxl.styles import PatternFill
+        from openpyxl.styles.differential import DifferentialStyle
+        from openpyxl.styles.numbers import NumberFormat
+
+        yes_no = NumberFormat(numFmtId=500, formatCode=YES_NO)
+        red = DifferentialStyle(fill=PatternFill("solid", fgColor="F4CCCC", bgColor="F4CCCC"), numFmt=yes_no)
+        if "deployment" in self.layout.blocks:
+            self._red_results(wb[SHEETS["deployment"]], red)
+        for sheet, coordinates in self.booleans.items():
+            wb[sheet].conditional_formatting.add(" ".join(coordinates),
+                                                 Rule(type="expression", formula=["TRUE"],
+                                                      dxf=DifferentialStyle(numFmt=yes_no)))
+
+    def _red_results(self, ws, red) -> None:
+        from openpyxl.formatting.rule import Rule
+        
+        first, last = HEADER_ROWS + 1, HEADER_ROWS + len(self.layout.blocks["deployment"])
+        columns = self.layout.columns["deployment"]
+        for cell, test in (("fits", "NOT({})"), ("meets_targets", "NOT({})"), ("shortfall_bytes_per_gpu", "{}>0"),
+                           ("kv_budget_bytes_per_gpu", "{}<0"), ("max_batch", "{}<1")):
+            if cell not in columns:
+                continue
+            letter = column_letter(columns[cell])
+            ws.conditional_formatting.add(f"{letter}{first}:{letter}{last}",
+                                          Rule(type="expression", formula=[test.format(f"{letter}{first}")], dxf=red))
 
     def _comparison(self, wb) -> None:
         """The "One Table": scheme, elements per token, reduction vs MHA, cache per sequence."""
@@ -500,6 +691,38 @@ def _number(value):
     return float(value)
 
 
+def _print_setup(ws) -> None:
+    """Landscape A4, fit to the page width, header rows repeated on every page."""
+    ws.page_setup.orientation = "landscape"
+    ws.page_setup.paperSize = ws.PAPERSIZE_A4
+    ws.page_setup.fitToWidth = 1
+    ws.page_setup.fitToHeight = 0
+    ws.sheet_properties.pageSetUpPr.fitToPage = True
+    if ws.title in SHEETS.values():
+        ws.print_title_rows = f"1:{HEADER_ROWS}"
+    elif ws.title in ("Summary", "Comparison"):
+        ws.print_title_rows = "1:1"
+
+
+def _display_width(value, number_format: str) -> float:
+    """The column width a value needs once formatted (digits, separators and the unit suffix)."""
+    if value is None:
+        return 10
+    if isinstance(value, bool):
+        return 6
+    if isinstance(value, str):
+        return len(value) + 2
+    suffix = re.findall(r'"([^"]*)"', number_format.split(";")[-1])
+    number = float(value)
+    if number >= 1e299:
+        return 12
+    decimals = 0 if "." not in number_format and number_format != "General" else 4
+    if number_format.endswith("%"):
+        number, decimals = number * 100, 0
+    text = f"{number:,.{decimals}f}" if abs(number) < 1e15 else f"{number:.4E}"
+    return len(text) + sum(len(x) for x in suffix) + 3
+
+
 def _number_format(dim) -> str:
     if dim == BYTES:
         return '#,##0" B"'
@@ -508,7 +731,9 @@ def _number_format(dim) -> str:
     if isinstance(dim, Dim) and dim == Dim((1, 0, 0, -1)):
         return '#,##0" B/s"'
     if dim == USD:
-        return '#,##0.00" USD"'
+        return '"$"#,##0.00'
+    if dim == SECONDS:
+        return '#,##0.000" s"'
     if isinstance(dim, Dim) and not dim.dimensionless:
         return "#,##0.####"
     return "General"

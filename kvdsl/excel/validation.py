@@ -1,0 +1,168 @@
+"""Data validation for typed cells, read from the `require` rules of their block.
+
+A requirement is split at `and`; each part that compares the cell with a
+number (`gpus >= 1`, `utilization <= 1`) gives a bound, and
+`floor(x) == x` makes it a whole number.  Parts that join two cells
+(`kv_heads <= heads`) or use `or` give no bound: Excel checks one cell.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Optional
+
+from .. import model as m
+from ..program import CellRef
+from ..units import BYTES, TOKENS, Dim
+
+GIB = 1024**3
+_FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+@dataclass
+class Bounds:
+    """What a typed number must be: whole or not, and its limits (base units)."""
+
+    whole: bool = False
+    low: Optional[Fraction] = None
+    low_strict: bool = False
+    high: Optional[Fraction] = None
+    high_strict: bool = False
+
+    @property
+    def fraction(self) -> bool:
+        """A share between 0 and 1: typed and shown as a percentage."""
+        return not self.whole and self.high == 1 and self.low is not None and self.low >= 0
+
+
+def bounds(program, key) -> Optional[Bounds]:
+    """The bounds the requirements of `key`'s block put on `key`, or None if none do."""
+    block, cell = key
+    found = Bounds()
+    hit = False
+    for name in program.blocks[block].requirements:
+        rc = program.cells.get((block, name))
+        if rc is None or rc.expr is None:
+            continue
+        for part in _conjuncts(rc.expr):
+            hit |= _apply(part, key, found)
+    return found if hit else None
+
+
+def _conjuncts(expr):
+    if isinstance(expr, m.Binary) and expr.op == "and":
+        yield from _conjuncts(expr.left)
+        yield from _conjuncts(expr.right)
+    else:
+        yield expr
+
+
+def _is(node, key) -> bool:
+    return isinstance(node, CellRef) and node.key == key and not node.via
+
+
+def _apply(part, key, found: Bounds) -> bool:
+    if not isinstance(part, m.Binary):
+        return False
+    left, right, op = part.left, part.right, part.op
+    if op == "==" and ((isinstance(left, m.Call) and left.func == "floor" and len(left.args) == 1
+                        and _is(left.args[0], key) and _is(right, key))):
+        found.whole = True
+        return True
+    if op not in _FLIP:
+        return False
+    if isinstance(left, m.Num) and _is(right, key):
+        left, right, op = right, left, _FLIP[op]
+    if not (_is(left, key) and isinstance(right, m.Num)):
+        return False
+    value = Fraction(right.value)
+    if op in (">", ">="):
+        if found.low is None or value >= found.low:
+            found.low, found.low_strict = value, op == ">"
+    else:
+        if found.high is None or value <= found.high:
+            found.high, found.high_strict = value, op == "<"
+    return True
+
+
+@dataclass
+class HumanUnit:
+    """How a typed cell is shown: the base value divided by `factor`, with a number format."""
+
+    factor: int
+    number_format: str
+    unit: str
+
+
+def human_unit(dim, rule: Optional[Bounds]) -> HumanUnit:
+    """GiB for memory, % for shares, thousands separators for counts."""
+    if dim == BYTES:
+        return HumanUnit(GIB, '#,##0.00" GiB"', "GiB")
+    if rule is not None and rule.fraction:
+        return HumanUnit(1, "0%", "%")
+    if dim == TOKENS:
+        return HumanUnit(1, '#,##0" tokens"', "tokens")
+    if isinstance(dim, Dim) and dim.dimensionless and rule is not None and rule.whole:
+        return HumanUnit(1, "#,##0", "")
+    return HumanUnit(1, "General", dim.unit() if isinstance(dim, Dim) and dim.unit() else "")
+
+
+def data_validation(rule: Bounds, unit: HumanUnit, what: str, example):
+    """An openpyxl DataValidation for a typed number in `unit` (bounds converted from base units)."""
+    from openpyxl.worksheet.datavalidation import DataValidation
+
+    kind = "whole" if rule.whole and unit.factor == 1 else "decimal"
+    low = None if rule.low is None else rule.low / unit.factor
+    high = None if rule.high is None else rule.high / unit.factor
+    if rule.fraction and rule.low_strict:
+        low = Fraction(1, 100)  # a share above 0: at least 1%
+    elif rule.low_strict and low is not None:
+        low = low + (1 if kind == "whole" else Fraction(1, 10**6))
+    if low is not None and high is not None:
+        operator, f1, f2 = "between", low, high
+    elif low is not None:
+        operator, f1, f2 = "greaterThanOrEqual", low, None
+    elif high is not None:
+        operator, f1, f2 = "lessThanOrEqual", high, None
+    else:
+        return None
+    text = describe_rule(rule, unit, low, high)
+    prompt = f"{text}. Example: {example}"
+    dv = DataValidation(type=kind, operator=operator, formula1=_num(f1), formula2=None if f2 is None else _num(f2),
+                        allow_blank=False, showErrorMessage=True, showInputMessage=True,
+                        errorTitle="Not a valid value"[:32], error=f"{what}: {text}."[:255],
+                        promptTitle=what[:32], prompt=prompt[:255])
+    return dv
+
+
+def describe_rule(rule: Bounds, unit: HumanUnit, low, high) -> str:
+    """`a whole number of tokens, at least 1` and the like."""
+    noun = {"%": "a percentage", "GiB": "GiB", "tokens": "tokens"}.get(unit.unit, "a number")
+    head = ("a whole number" if rule.whole else "a number") + ("" if noun == "a number" else f" ({noun})")
+    if unit.unit == "%":
+        head = "a percentage"
+    parts = []
+    show = (lambda v: f"{float(v) * 100:g}%") if unit.unit == "%" else (lambda v: f"{float(v):,g}")
+    if low is not None:
+        parts.append(f"at least {show(low)}")
+    if high is not None:
+        parts.append(f"at most {show(high)}")
+    return head + ", " + " and ".join(parts)
+
+
+def _num(value) -> str:
+    value = Fraction(value)
+    return str(value.numerator) if value.denominator == 1 else repr(float(value))
+
+
+def example_text(value, unit: HumanUnit) -> str:
+    """The current value as a reader types it, with the 128K hint for tokens."""
+    if value is None or isinstance(value, bool):
+        return ""
+    number = Fraction(value) / unit.factor
+    if unit.unit == "%":
+        return f"{float(number) * 100:g}% (type 90%, not 90)"
+    if unit.unit == "tokens":
+        return f"{int(number)} (131072 for 128K)"
+    return f"{float(number):g}"

@@ -1,0 +1,192 @@
+"""The workbook as its readers see it: the Plan sheet, labels, Yes/No, validations, highlights, print setup.
+
+Structure only (openpyxl reads the file back); tests/test_workbook.py
+recalculates the same workbook in LibreOffice and compares every named cell
+with `kvdsl eval`.
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import openpyxl
+import pytest
+
+from kvdsl.api import evaluate_paths
+from kvdsl.labels import describe
+from kvdsl.excel.workbook import SHEETS, YES_NO
+from workbook_helpers import CATALOG, ROOT, destination, export, typed_cell
+
+MISTRAL = ROOT / "specs" / "deployments" / "mistral_7b_l4.kvspec"
+
+
+@pytest.fixture(scope="module")
+def catalog(tmp_path_factory):
+    out = export(CATALOG, tmp_path_factory.mktemp("plan") / "catalog.xlsx")
+    return openpyxl.load_workbook(out)
+
+
+@pytest.fixture(scope="module")
+def program():
+    return evaluate_paths([str(CATALOG)])
+
+
+def deployments(program):
+    return [b.name for b in program[0].user_blocks() if b.kind == "deployment"]
+
+
+def accepts(dv, value) -> bool:
+    """What Excel does with `value` typed into a cell under the number validation `dv`."""
+    if dv.type == "whole" and (not isinstance(value, (int, float)) or value != int(value)):
+        return False
+    if dv.type in ("whole", "decimal") and not isinstance(value, (int, float)):
+        return False
+    low, high = Fraction(dv.formula1), Fraction(dv.formula2) if dv.formula2 is not None else None
+    value = Fraction(value)
+    return {"between": lambda: low <= value <= high, "greaterThanOrEqual": lambda: value >= low,
+            "lessThanOrEqual": lambda: value <= low}[dv.operator]()
+
+
+def validation_of(cell):
+    found = [dv for dv in cell.parent.data_validations.dataValidation if cell.coordinate in dv.sqref]
+    assert len(found) == 1, (cell.coordinate, found)
+    return found[0]
+
+
+def test_sheet_order(catalog):
+    assert catalog.sheetnames[:5] == ["Plan", "Deployments", "Models", "Hardware", "Workloads"]
+
+
+def test_headers_carry_labels_names_and_descriptions(catalog, program):
+    prog, _ = program
+    checked, described = 0, 0
+    for kind, sheet in SHEETS.items():
+        ws = catalog[sheet]
+        seen = {}
+        for info in prog.blocks.values():
+            if info.kind != kind or (info.prelude and kind not in ("format", "engine", "workload")):
+                continue
+            for cell in info.cells:
+                col = destination(catalog, f"{info.name}.{cell}").column
+                seen.setdefault(col, (cell, []))[1].append(describe(prog.cells[(info.name, cell)]))
+        for col, (cell, texts) in seen.items():
+            assert ws.cell(1, col).value in {label for label, _ in texts}, (sheet, cell)
+            assert str(ws.cell(2, col).value).split(" · ")[0] == cell, (sheet, cell)
+            note = ws.cell(1, col).comment.text
+            assert f"({cell})" in note
+            descriptions = [d for _, d in texts if d]
+            if descriptions:
+                assert any(d in note for d in descriptions), (sheet, cell, note)
+                described += 1
+            checked += 1
+    assert checked > 300 and described > 50, (checked, described)
+
+
+def test_booleans_read_yes_no(catalog, program):
+    prog, values = program
+    for d in deployments(program):
+        fits = destination(catalog, f"{d}.fits")
+        assert fits.data_type == "f" and fits.number_format == "General"
+        yes_no = [cf for cf in fits.parent.conditional_formatting if fits.coordinate in cf.sqref
+                  and any(r.dxf is not None and r.dxf.numFmt is not None and r.dxf.numFmt.formatCode == YES_NO for r in cf.rules)]
+        assert yes_no, d
+        assert isinstance(values[(d, "fits")], bool)
+    plan = [c.value for c in catalog["Plan"]["F"] if isinstance(c.value, str)]
+    assert sum(1 for v in plan if v.startswith("=IF(") and '"Yes","No"' in v) == 2 * len(deployments(program))
+
+
+def test_every_plan_input_is_validated(catalog, program):
+    prog, values = program
+    checked = 0
+    for d in deployments(program):
+        for cell in ("model", "hardware", "gpus", "replicas", "context", "batch", "kv_dtype", "engine", "workload",
+                     "utilization", "reserve_bytes"):
+            if prog.cells[(d, cell)].form == "unknown":
+                continue
+            target, factor = typed_cell(catalog, f"{d}.{cell}")
+            assert target.parent.title == "Plan", (d, cell)
+            dv = validation_of(target)
+            if prog.cells[(d, cell)].form == "ref":
+                assert dv.type == "list"
+            else:
+                assert dv.showInputMessage and dv.prompt and dv.showErrorMessage
+                if prog.cells[(d, cell)].form == "input":  # the value exported passes its own rule
+                    assert accepts(dv, float(values[(d, cell)]) / factor), (d, cell)
+            checked += 1
+        gpus, utilization = validation_of(typed_cell(catalog, f"{d}.gpus")[0]), \
+            validation_of(typed_cell(catalog, f"{d}.utilization")[0])
+        assert gpus.type == "whole" and not accepts(gpus, 0) and not accepts(gpus, 1.5) and accepts(gpus, 8)
+        assert utilization.type == "decimal" and not accepts(utilization, 90) and not accepts(utilization, 0)
+        assert accepts(utilization, 0.9) and accepts(utilization, 0.01) and accepts(utilization, 1)
+        if prog.cells[(d, "context")].form == "input":
+            context = validation_of(typed_cell(catalog, f"{d}.context")[0])
+            assert "131072 for 128K" in context.prompt
+            assert not accepts(context, 0) and not accepts(context, 1000.5) and accepts(context, 131072)
+    assert checked >= 10 * len(deployments(program))
+
+
+def test_model_inputs_are_validated_from_their_requirements(catalog, program):
+    prog, _ = program
+    layers = destination(catalog, "qwen3_8b.layers")
+    dv = validation_of(layers)
+    assert dv.type == "whole" and not accepts(dv, 0) and accepts(dv, 36)
+
+
+def test_titles_are_formulas_over_the_drop_downs(catalog, program):
+    for d in deployments(program):
+        title = catalog["Deployments"].cell(destination(catalog, f"{d}.model").row, 2).value
+        assert title.startswith("=INDEX(all_models_titles, MATCH(" + f"{d}.model"), title
+        assert f"{d}.gpus" in title and "all_hardware_titles" in title
+    assert catalog.defined_names["all_models_titles"].attr_text == "'Models'!$B$3:$B$32"
+
+
+def test_results_that_cannot_hold_are_highlighted(catalog, program):
+    plan = catalog["Plan"].conditional_formatting
+    formulas = [f for cf in plan for rule in cf.rules for f in rule.formula]
+    for d in deployments(program):
+        assert f"NOT({d}.fits)" in formulas
+        assert f"{d}.kv_budget_bytes_per_gpu<{d}.kv_bytes_per_gpu" in formulas
+        assert any(f.startswith("AND(") and f"{d}.ttft_seconds>" in f for f in formulas), d
+    sheet = catalog["Deployments"]
+    fits = destination(catalog, f"{deployments(program)[0]}.fits").column_letter
+    ranges = {str(cf.sqref): [f for rule in cf.rules for f in rule.formula] for cf in sheet.conditional_formatting}
+    assert ranges[f"{fits}3:{fits}{2 + len(deployments(program))}"] == [f"NOT({fits}3)"]
+
+
+def test_intermediate_and_engine_columns_are_grouped_and_hidden(catalog, program):
+    ws = catalog["Deployments"]
+    d = deployments(program)[0]
+    for cell, hidden in (("max_batch", False), ("cost_per_month", False), ("paged_context", True),
+                         ("vllm.num_blocks", True)):
+        letter = destination(catalog, f"{d}.{cell}").column_letter
+        assert bool(ws.column_dimensions[letter].hidden) == hidden, cell
+    visible = [c for c in ws[1] if not ws.column_dimensions[c.column_letter].hidden]
+    assert len(visible) <= 40
+
+
+def test_print_setup(catalog):
+    for ws in catalog.worksheets:
+        assert ws.page_setup.orientation == "landscape", ws.title
+        assert ws.page_setup.fitToWidth == 1 and ws.page_setup.fitToHeight == 0, ws.title
+        assert ws.sheet_properties.pageSetUpPr.fitToPage, ws.title
+    assert catalog["Deployments"].print_title_rows == "$1:$2"
+    breaks = [b.id for b in catalog["Plan"].row_breaks.brk]
+    assert len(breaks) == 1 + len([c for c in catalog["Plan"]["A"] if c.hyperlink])
+
+
+def test_plan_contents_link_to_each_section(catalog, program):
+    ws = catalog["Plan"]
+    links = [c for c in ws["A"] if c.hyperlink]
+    assert len(links) == len(deployments(program))
+    for link in links:
+        row = int(link.hyperlink.location.rsplit("A", 1)[1]) if link.hyperlink.location else \
+            int(link.hyperlink.target.rsplit("A", 1)[1])
+        assert link.value == f"=A{row}"
+        assert ws.cell(row, 1).value.startswith("=INDEX(all_models_titles")
+
+
+def test_small_spec_has_one_section(tmp_path):
+    wb = openpyxl.load_workbook(export(MISTRAL, tmp_path / "m.xlsx"))
+    ws = wb["Plan"]
+    assert len([c for c in ws["A"] if c.hyperlink]) == 1
+    assert len(ws._charts) == 1 and len(ws._charts[0].series) == 4
