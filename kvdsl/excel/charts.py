@@ -37,7 +37,7 @@ CHART_HEIGHT_CM = 10.0
 CHART_ROWS = 22  # rows a chart of CHART_HEIGHT_CM covers at the default row height, plus a gap
 CM_PER_CHARACTER = 0.19  # one unit of column width (Calibri 11, 96 dpi)
 DEFAULT_WIDTH = 8.43  # a column's width when none is set
-VALUE_WIDTH = 14  # a deployment's column in the What-if table (its title wraps)
+VALUE_WIDTH = 11  # a deployment's column in the What-if table (its title wraps)
 DEFAULT_COLORS = ("4472C4", "ED7D31", "70AD47", "A5A5A5", "FFC000", "5B9BD5")
 INPUT_FILL = "FFF2CC"
 
@@ -109,10 +109,15 @@ def _what_if_charts(ws, deployments: int, contexts: int) -> None:
     last = 1 + contexts
     parts = groups(deployments)
     top = last + 4
-    ws.cell(top - 2, 1, f"The charts draw the table above, {SERIES_PER_CHART} deployments at most each.")
-    ws.cell(top - 1, 1, "A 0 (past the model's longest context) is not drawn.")
+    if len(parts) > 1:
+        ws.cell(top - 2, 1, f"The charts draw the table above, {SERIES_PER_CHART} deployments at most each.")
+    ws.cell(top - 1, 1, "On the log scale a 0 (past the model's longest context) is not drawn.")
     categories = Reference(ws, min_col=1, min_row=2, max_row=last)
     second = _column_after(ws, CHART_WIDTH_CM + 0.5)
+    if len(parts) == 1:  # one chart: beside the table, so a page holds both
+        top, first = 1, deployments + 3
+    else:
+        first = 1
     for k, (start, stop) in enumerate(parts):
         title = "Requests that fit at once"
         if len(parts) > 1:
@@ -121,7 +126,7 @@ def _what_if_charts(ws, deployments: int, contexts: int) -> None:
         chart = line_chart(title, categories, data, y_title="requests at once (log scale)",
                            x_title="context length (tokens)", log=True)
         row = top + (k // 2) * CHART_ROWS
-        col = 1 if k % 2 == 0 else second
+        col = first if k % 2 == 0 else second
         ws.add_chart(chart, f"{column_letter(col)}{row}")
 
 
