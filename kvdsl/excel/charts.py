@@ -109,9 +109,12 @@ def _what_if_charts(ws, deployments: int, contexts: int) -> None:
     last = 1 + contexts
     parts = groups(deployments)
     top = last + 4
+    note = "On the log scale a 0 (past the model's longest context) is not drawn."
     if len(parts) > 1:
         ws.cell(top - 2, 1, f"The charts draw the table above, {SERIES_PER_CHART} deployments at most each.")
-    ws.cell(top - 1, 1, "On the log scale a 0 (past the model's longest context) is not drawn.")
+        ws.cell(top - 1, 1, note)
+    else:  # the chart sits beside the table: the note goes below both
+        ws.cell(max(top, CHART_ROWS + 1), 1, note)
     categories = Reference(ws, min_col=1, min_row=2, max_row=last)
     second = _column_after(ws, CHART_WIDTH_CM + 0.5)
     if len(parts) == 1:  # one chart: beside the table, so a page holds both
