@@ -418,10 +418,13 @@ def test_titles_that_look_like_formulas_are_text(workdir):
     assert (comparison.value, comparison.data_type) == ("=SUM(1,2)", "s")
 
 
-def test_what_if_has_a_line_chart(catalog_wb):
+def test_what_if_has_line_charts(catalog_wb):
+    from kvdsl.excel.charts import SERIES_PER_CHART
+
     charts = catalog_wb["What-if"]._charts
-    assert len(charts) == 1 and type(charts[0]).__name__ == "LineChart"
-    assert len(charts[0].series) == len(catalog_wb["What-if"][1]) - 1
+    assert len(charts) > 1 and {type(c).__name__ for c in charts} == {"LineChart"}
+    assert all(1 <= len(c.series) <= SERIES_PER_CHART for c in charts)
+    assert sum(len(c.series) for c in charts) == len(catalog_wb["What-if"][1]) - 1
 
 
 # ---- 5. LibreOffice: texts, names that read as cell references -----------------

@@ -595,38 +595,10 @@ class WorkbookWriter:
             ws.column_dimensions[column_letter(col)].width = 16
 
     def _what_if(self, wb) -> None:
-        """Max concurrency against context length for each deployment, with a chart."""
-        from openpyxl.chart import LineChart, Reference
-        from openpyxl.styles import Font, PatternFill
+        """Max concurrency against context length for each deployment, with charts (see `charts`)."""
+        from .charts import what_if_sheet
 
-        ws = wb.create_sheet("What-if")
-        ws.cell(1, 1, "context").font = Font(bold=True)
-        deployments = self.layout.blocks["deployment"]
-        for j, name in enumerate(deployments, start=2):
-            _text(ws.cell(1, j), self.program.blocks[name].title).font = Font(bold=True)
-            ws.column_dimensions[column_letter(j)].width = 22
-        for i, tokens in enumerate(WHAT_IF_CONTEXTS, start=2):
-            cell = ws.cell(i, 1, tokens)
-            cell.number_format = '#,##0" tokens"'
-            cell.fill = PatternFill("solid", fgColor="FFF2CC")
-        for j, name in enumerate(deployments, start=2):
-            expr, expander, context = self._max_batch_at_context(name)
-            for i in range(2, 2 + len(WHAT_IF_CONTEXTS)):
-                ws.cell(i, j).value = self.expanded_formula(expr, expander, {context.name: f"$A{i}"})
-                ws.cell(i, j).number_format = "#,##0"
-                self.formulas += 1
-        ws.column_dimensions["A"].width = 16
-        ws.freeze_panes = "B2"
-        chart = LineChart()
-        chart.title = "Max concurrent sequences by context length"
-        chart.y_axis.title = "sequences"
-        chart.x_axis.title = "context (tokens)"
-        chart.height, chart.width = 10, 22
-        last = 1 + len(WHAT_IF_CONTEXTS)
-        data = Reference(ws, min_col=2, max_col=1 + len(deployments), min_row=1, max_row=last)
-        chart.add_data(data, titles_from_data=True)
-        chart.set_categories(Reference(ws, min_col=1, min_row=2, max_row=last))
-        ws.add_chart(chart, f"A{last + 3}")
+        what_if_sheet(self, wb)
 
     def _max_batch_at_context(self, block: str):
         """`max_batch` with `context` left free (0 past the model's context limit)."""
@@ -643,32 +615,10 @@ class WorkbookWriter:
         return sp.Piecewise((max_batch, sp.Le(context, limit)), (0, True)), expander, context
 
     def _readme(self, wb) -> None:
-        from openpyxl.styles import Font
+        """The first sheet: how to use the workbook, in plain words (see `readme_sheet`)."""
+        from .readme_sheet import readme_sheet
 
-        ws = wb.create_sheet("README")
-        lines = [
-            ("kvdsl capacity workbook", True),
-            ("", False),
-            ("Every yellow cell is an input: change it and every result follows (the workbook recalculates on open).", False),
-            ("Every other number is a live formula written with defined names that read like the spec:", False),
-            ("  qwen3_8b.kv_bytes_per_sequence is the cell kv_bytes_per_sequence of the block qwen3_8b.", False),
-            ("A deployment reads its model and hardware through its `model` and `hardware` cells (drop-downs):", False),
-            ("  INDEX(all_models.layers, MATCH(chat.model, all_models_ids, 0)) is the chosen model's layers.", False),
-            ("The `kv_dtype` cells are drop-downs over the Formats sheet; their bytes per element are looked up live.", False),
-            ("Sheets: Models, Hardware, Deployments, Formats (one row per block, one column per cell; row 2 gives units),", False),
-            ("  Summary (each deployment in GiB and tokens), Comparison (the One Table),", False),
-            ("  What-if (max concurrency against context length, with a chart).", False),
-            ("Units: bytes, tokens, elements, seconds. 1 GiB = 1,073,741,824 bytes; a 32K context is 32,768 tokens.", False),
-            ("Each formula's note gives the spec file and line it comes from, and the rule as written.", False),
-            ("Names whose first part reads as a cell reference (h100, tp2, r, c) start with an underscore: _h100.memory.", False),
-            (f"A solved answer that nothing bounds (no memory limit on a pure state-space model's context) holds "
-             f"{UNBOUNDED} and reads \"unbounded\".", False),
-            ("", False),
-            ("Made from: " + ", ".join(self.sources), False),
-        ]
-        for i, (text, bold) in enumerate(lines, start=1):
-            _text(ws.cell(i, 1), text).font = Font(bold=bold, size=14 if bold else 11)
-        ws.column_dimensions["A"].width = 120
+        readme_sheet(self, wb)
 
 
 def _text(cell, text: str):
