@@ -39,7 +39,7 @@ def sheets_present(writer) -> set:
         present.add("Comparison")
     if "deployment" in kinds:
         present |= {"Summary", "What-if"}
-        if any(name.startswith("_plan") for name in dir(writer)):
+        if getattr(writer, "plan", None) is not None:
             present.add("Plan")
     return present
 
