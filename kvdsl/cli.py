@@ -22,6 +22,7 @@ def reports_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        _fewer_collections()
         try:
             return fn(*args, **kwargs)
         except UsageError as exc:
@@ -48,6 +49,20 @@ def reports_errors(fn):
             sys.exit(EXIT_INTERNAL_ERROR)
 
     return wrapper
+
+
+def _fewer_collections() -> None:
+    """Collect cyclic garbage less often: a command builds one large, long-lived program.
+
+    With the default thresholds, a spec of 100,000 cells spends about as long
+    in the garbage collector as in resolving; the imports are frozen out of
+    its reach and the youngest generation is collected every 50,000
+    allocations instead of every 700.
+    """
+    import gc
+
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 20)
 
 
 def _settings(values):
