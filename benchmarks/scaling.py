@@ -97,7 +97,7 @@ def cases(tmp: Path) -> dict:
 
     sweep_axes = ["--vary", "batch=1:100", "--vary", "context=1K:100K:1K", "--vary", "gpus=1:1000"]
     five_axes = ["--vary", "batch=1:8", "--vary", "context=1K:8K:1K", "--vary", "gpus=1:4",
-                 "--vary", "replicas=1:4", "--vary", "gpu_memory_utilization=0.5:0.9:0.1"]
+                 "--vary", "replicas=1:4", "--vary", "utilization=0.5:0.9:0.1"]
     return {
         "eval catalog": (["eval", CATALOG], "catalog", "", None),
         "eval block 100,000": (["eval", spec("block", block_spec(100_000))], 100_000, "20x catalog per cell", 20),

@@ -205,7 +205,7 @@ def sweep(path, vary, block, sets, out, force, as_json):
     import time
 
     from .api import build_program, choose_block
-    from .sweep import prepare, write_csv
+    from .sweep import prepare, write_csv_chunks
 
     if out:
         from pathlib import Path
@@ -222,25 +222,45 @@ def sweep(path, vary, block, sets, out, force, as_json):
     axes = compiled.axes
     compiled_at = time.perf_counter()
     total = compiled.size()
-    if total > 1_000_000 and not as_json:
-        with click.progressbar(length=total, label=f"{total:,} points", file=sys.stderr) as bar:
-            inputs, results = compiled.run(bar.update)
-    else:
-        inputs, results = compiled.run()
-    done = time.perf_counter()
-    if as_json:
-        summary = {"block": block, "points": total, "varied": [a.name for a in axes], "results": compiled.results,
-                   "compile_seconds": round(compiled_at - started, 4), "evaluate_seconds": round(done - compiled_at, 4)}
-        click.echo(json.dumps(summary, indent=2))
+    evaluating = [0.0]
+
+    def timed(chunks):
+        """The chunks, one at a time, adding the time spent evaluating each."""
+        while True:
+            began = time.perf_counter()
+            chunk = next(chunks, None)
+            evaluating[0] += time.perf_counter() - began
+            if chunk is None:
+                return
+            yield chunk
+
+    def rows(progress=None):
+        return timed(compiled.chunks(progress))
+
+    def write(stream):
+        if total > 1_000_000 and not as_json:
+            with click.progressbar(length=total, label=f"{total:,} points", file=sys.stderr) as bar:
+                write_csv_chunks(stream, compiled, rows(bar.update))
+        else:
+            write_csv_chunks(stream, compiled, rows())
+
     if out:
         from .files import atomic_writer
 
         with atomic_writer(out, force=force) as stream:
-            write_csv(stream, compiled, inputs, results)
+            write(stream)
+    elif as_json:
+        for _ in rows():
+            pass
+    else:
+        write(click.get_text_stream("stdout"))
+    if as_json:
+        summary = {"block": block, "points": total, "varied": [a.name for a in axes], "results": compiled.results,
+                   "compile_seconds": round(compiled_at - started, 4), "evaluate_seconds": round(evaluating[0], 4)}
+        click.echo(json.dumps(summary, indent=2))
+    if out:
         click.echo(f"wrote {out}: {total:,} rows x {len(axes) + len(compiled.results)} columns "
-                   f"(compiled in {compiled_at - started:.2f} s, evaluated in {done - compiled_at:.2f} s)", err=True)
-    elif not as_json:
-        write_csv(click.get_text_stream("stdout"), compiled, inputs, results)
+                   f"(compiled in {compiled_at - started:.2f} s, evaluated in {evaluating[0]:.2f} s)", err=True)
 
 
 @main.command()
