@@ -121,6 +121,9 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
     value for does not depend on any `?` cell, so that value stands.  The
     requirements in `unchecked` may be broken (they depend on a cell being solved for).
     """
+    plain = not solved and not known
+    if plain and unchecked in program.evaluated:
+        return dict(program.evaluated[unchecked])
     values: dict[Key, object] = {}
     errors: list[KvdslError] = []
     known = known or {}
@@ -147,6 +150,8 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
                 values[key] = None
     failed = broken_requirements(program, values, unchecked)
     raise_all(failed or errors)
+    if plain:
+        program.evaluated[unchecked] = dict(values)
     return values
 
 

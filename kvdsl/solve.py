@@ -101,10 +101,35 @@ def _roots(piece, x) -> list:
     """Real roots of piece = 0 in closed form, for rational functions of x; [] otherwise."""
     if not piece.is_rational_function(x):
         return []
+    linear = _linear_root(piece, x)
+    if linear is not None:
+        return linear
     try:
         return [r for r in sp.solve(sp.Eq(piece, 0), x) if not r.has(sp.I)]
     except (NotImplementedError, ValueError, TypeError):
         return []
+
+
+def _linear_root(piece, x):
+    """[root] of piece = 0 when its numerator is linear in x ([] when the root zeroes the denominator); else None.
+
+    The common case, without `sp.solve`: it simplifies its answers, and
+    `simplify` alone costs more than the rest of a solve.
+    """
+    numerator, denominator = sp.fraction(sp.together(piece))
+    try:
+        poly = sp.Poly(numerator, x)
+    except sp.PolynomialError:
+        return None
+    if poly.degree() != 1:
+        return None
+    slope, offset = poly.coeff_monomial(x), poly.coeff_monomial(1)
+    if slope.has(x) or offset.has(x) or slope == 0:
+        return None
+    root = sp.cancel(-offset / slope)
+    if denominator.has(x) and sp.cancel(denominator.subs(x, root)) == 0:
+        return []
+    return [] if root.has(sp.I) else [root]
 
 
 def _group_terms(add):
@@ -446,7 +471,7 @@ def render(solution: Solution) -> str:
 def _rounding_step(gap, x):
     """B when the unknown is charged as `ceil(x / B) * B` (paging), else None."""
     for term in gap.atoms(sp.ceiling):
-        coefficient = sp.simplify(term.args[0] / x)
+        coefficient = sp.cancel(term.args[0] / x)
         if not coefficient.has(x) and coefficient != 0:
             return 1 / coefficient
     return None

@@ -418,8 +418,9 @@ class WorkbookWriter:
             cell.fill = PatternFill("solid", fgColor="FFF2CC")
         for j, name in enumerate(deployments, start=2):
             expr, expander, context = self._max_batch_at_context(name)
+            formula = self.expanded_formula(expr, expander, {context.name: _CONTEXT_SLOT})
             for i in range(2, 2 + len(WHAT_IF_CONTEXTS)):
-                ws.cell(i, j).value = self.expanded_formula(expr, expander, {context.name: f"$A{i}"})
+                ws.cell(i, j).value = formula.replace(_CONTEXT_SLOT, f"$A{i}")
                 ws.cell(i, j).number_format = "#,##0"
                 self.formulas += 1
         ws.column_dimensions["A"].width = 16
@@ -476,6 +477,9 @@ class WorkbookWriter:
         for i, (text, bold) in enumerate(lines, start=1):
             _text(ws.cell(i, 1), text).font = Font(bold=bold, size=14 if bold else 11)
         ws.column_dimensions["A"].width = 120
+
+
+_CONTEXT_SLOT = "$WHATIF_CONTEXT$"  # no defined name holds `$`: printed once per deployment, then replaced by each row's context cell
 
 
 def _text(cell, text: str):
