@@ -11,6 +11,9 @@ and checked by substituting it back.
 from __future__ import annotations
 
 import math
+import sys
+import types
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Optional
@@ -434,7 +437,33 @@ class _NamePrinter(PrettyPrinter):
 
 
 def pretty(expr) -> str:
-    return _NamePrinter({"use_unicode": True, "wrap_line": False}).doprint(expr)
+    """The expression drawn in Unicode, symbols by their spec names."""
+    with _without_physics_units():
+        return _NamePrinter({"use_unicode": True, "wrap_line": False}).doprint(expr)
+
+
+@contextmanager
+def _without_physics_units():
+    """Let the pretty printer run without importing `sympy.physics.units`.
+
+    hazard: SymPy's `PrettyPrinter._print_Mul` imports `sympy.physics.units`
+    only to test `isinstance(arg, Quantity)`, and that import costs about as
+    much as a whole solve.  No kvdsl expression holds a Quantity, so while
+    printing, a stand-in module whose Quantity nothing is an instance of
+    answers the import; it is removed afterwards (a real import is untouched).
+    """
+    name = "sympy.physics.units"
+    if name in sys.modules:
+        yield
+        return
+    stand_in = types.ModuleType(name)
+    stand_in.Quantity = type("Quantity", (), {})
+    sys.modules[name] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get(name) is stand_in:
+            del sys.modules[name]
 
 
 def render(solution: Solution) -> str:
