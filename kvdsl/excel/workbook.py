@@ -19,6 +19,7 @@ Naming rule: a name whose first part reads as a cell reference (`h100`,
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -48,6 +49,7 @@ _A1 = re.compile(r"^([A-Za-z]{1,3})(\d+)$")
 _R1C1 = re.compile(r"^[Rr]\d*([Cc]\d*)?$|^[Cc]\d*$")
 
 
+@functools.lru_cache(maxsize=None)
 def excel_name(name: str) -> str:
     """A defined name Excel accepts for `name` (see the module docstring)."""
     head = name.split(".", 1)[0]
@@ -249,8 +251,6 @@ class WorkbookWriter:
             ws.column_dimensions[column_letter(col)].width = max(12, min(len(cell) + 2, 30))
 
     def _write_cell(self, target, key: Key) -> None:
-        from openpyxl.styles import Font, PatternFill
-
         rc = self.program.cells[key]
         value = self.values.get(key)
         if rc.scope and rc.origin == Origin.ENGINE and (rc.scope, rc.local_name) in self.program.cells:
@@ -259,15 +259,13 @@ class WorkbookWriter:
             self.formulas += 1
         elif rc.form == "input":
             target.value = _number(value)
-            target.fill = PatternFill("solid", fgColor="FFF2CC")
-            target.font = Font(color="1F4E79")
+            target.fill, target.font = _input_style()
         elif rc.form in ("text",):
             _text(target, value or "")
         elif rc.form == "ref":
             if isinstance(rc.ref_expr, str):
                 _text(target, rc.ref_target)
-                target.fill = PatternFill("solid", fgColor="FFF2CC")
-                target.font = Font(color="1F4E79")
+                target.fill, target.font = _input_style()
             else:
                 target.value = "=" + self.lookup(rc.ref_expr.key, rc.ref_expr.via)
                 self.formulas += 1
@@ -477,6 +475,14 @@ class WorkbookWriter:
         for i, (text, bold) in enumerate(lines, start=1):
             _text(ws.cell(i, 1), text).font = Font(bold=bold, size=14 if bold else 11)
         ws.column_dimensions["A"].width = 120
+
+
+@functools.lru_cache(maxsize=None)
+def _input_style():
+    """The fill and font of an input cell, made once and shared (openpyxl hashes each style it is given)."""
+    from openpyxl.styles import Font, PatternFill
+
+    return PatternFill("solid", fgColor="FFF2CC"), Font(color="1F4E79")
 
 
 _CONTEXT_SLOT = "$WHATIF_CONTEXT$"  # no defined name holds `$`: printed once per deployment, then replaced by each row's context cell
