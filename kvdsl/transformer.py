@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from lark import Token, Transformer, v_args
+from lark import Token, Transformer, Tree, v_args
 from lark.exceptions import VisitError
 
 from . import model as m
@@ -315,8 +315,6 @@ def balance_chains(tree) -> None:
     chains keep the shape they are written in.  Works in place, without
     recursion.
     """
-    from lark import Tree
-
     stack = [tree]
     while stack:
         node = stack.pop()
@@ -333,8 +331,6 @@ def balance_chains(tree) -> None:
 
 def _chain_kind(node):
     """What chain `node` heads: the operators a sum or product joins, or its tree name; None if none."""
-    from lark import Tree
-
     if not isinstance(node, Tree):
         return None
     if node.data == "binary" and len(node.children) == 3:
@@ -359,8 +355,6 @@ def _chain(node, kind) -> tuple[list, list]:
 
 def _balanced(data, kind, terms: list, ops: list, lo: int, hi: int, flip: bool):
     """The tree of terms[lo:hi] joined by ops[lo+1:hi]; `flip` reads each `+` as `-` and back."""
-    from lark import Tree
-
     if hi - lo == 1:
         return terms[lo]
     mid = (lo + hi) // 2
@@ -386,8 +380,6 @@ def _split_at_times(ops: list, lo: int, hi: int):
 
 
 def _left_deep(data, terms, ops, lo, hi):
-    from lark import Tree
-
     tree = terms[lo]
     for i in range(lo + 1, hi):
         tree = Tree(data, [tree, ops[i], terms[i]], _meta(tree, terms[i]))

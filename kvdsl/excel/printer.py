@@ -404,10 +404,11 @@ _R_NEG = -1  # text that starts with a unary minus
 class RulePrinter:
     """Prints a resolved kvspec expression as Excel formula text; `name` gives each CellRef's text."""
 
+    _numbers = None  # one ExcelPrinter for the numbers of every rule
+    _number_texts: dict = {}  # Fraction -> (text, precedence), shared by every RulePrinter
+
     def __init__(self, name):
         self.name = name
-        self._numbers = ExcelPrinter()
-        self._number_texts: dict = {}
 
     def doprint(self, expr) -> str:
         text = self._print(expr)[0]
@@ -417,6 +418,8 @@ class RulePrinter:
     def _number(self, value) -> tuple[str, int]:
         printed = self._number_texts.get(value)
         if printed is None:
+            if RulePrinter._numbers is None:
+                RulePrinter._numbers = ExcelPrinter()
             text, prec = self._numbers._number(Rational(value.numerator, value.denominator))
             printed = text, (_R_NEG if text.startswith("-") else _R_MUL if prec == MUL else _R_POW if prec == POW else _R_ATOM)
             self._number_texts[value] = printed
