@@ -109,3 +109,34 @@ def test_sweep_grid_in_pieces_is_the_grid():
     assert rows == [(b, c) for b in (1.0, 2.0, 3.0) for c in (1024.0, 2048.0, 3072.0, 4096.0)]
     pieces = [compiled.grid(start, min(12, start + 5)) for start in range(0, 12, 5)]
     assert [tuple(p) for piece in pieces for p in zip(*piece)] == rows
+
+
+def test_cached_dependents_match_a_fresh_walk():
+    from kvdsl.graph import walk_refs
+
+    program = build_program([str(ROOT / "specs" / "deployments" / "mistral_7b_l4.kvspec")])
+    readers: dict = {}
+    for key, rc in program.cells.items():
+        if rc.expr is not None and rc.form in ("rule", "require"):
+            for ref in walk_refs(rc.expr):
+                readers.setdefault(ref.key, set()).add(key)
+    for target in [("mistral_7b_l4", "batch"), ("mistral_7b_l4", "context"), ("mistral_7b_v0_1", "layers")]:
+        fresh, todo = {target}, [target]
+        while todo:
+            for user in readers.get(todo.pop(), ()):
+                if user not in fresh:
+                    fresh.add(user)
+                    todo.append(user)
+        assert program.dependents(target) == fresh
+        assert program.dependents(target) == fresh  # the second answer, from the cache, too
+
+
+def test_reused_evaluation_is_a_fresh_copy():
+    from kvdsl.evaluate import evaluate
+
+    program = build_program([str(ROOT / "specs" / "deployments" / "mistral_7b_l4.kvspec")])
+    first = evaluate(program)
+    first[("mistral_7b_l4", "batch")] = Fraction(999)
+    second = evaluate(program)
+    assert second[("mistral_7b_l4", "batch")] == 8
+    assert second is not first
