@@ -57,12 +57,18 @@ def _fewer_collections() -> None:
     With the default thresholds, a spec of 100,000 cells spends about as long
     in the garbage collector as in resolving; the imports are frozen out of
     its reach and the youngest generation is collected every 50,000
-    allocations instead of every 700.
+    allocations instead of every 700.  Only the first command of a process
+    freezes (a process that runs many, such as the fuzzer, keeps collecting
+    what they leave).
     """
     import gc
 
-    gc.freeze()
-    gc.set_threshold(50_000, 20, 20)
+    if gc.get_threshold()[0] != _YOUNGEST:
+        gc.freeze()
+        gc.set_threshold(_YOUNGEST, 20, 20)
+
+
+_YOUNGEST = 50_000
 
 
 def _settings(values):
