@@ -122,7 +122,7 @@ class Program:
         self._dependencies: dict = {}
         self._users: dict = {}
         self._dependents: dict = {}
-        self.evaluated: dict = {}  # unchecked requirements -> the values `evaluate` gave without solved cells
+        self.evaluated: tuple = ()  # (values, errors) of `evaluate` without solved cells, once done
 
     def block_keys(self, block: str) -> list:
         """The keys of every cell of `block` (its requirements and engine cells included)."""
