@@ -121,6 +121,11 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
     value for does not depend on any `?` cell, so that value stands.  The
     requirements in `unchecked` may be broken (they depend on a cell being solved for).
     """
+    plain = not solved and not known
+    if plain and program.evaluated:
+        values, errors = dict(program.evaluated[0]), list(program.evaluated[1])
+        raise_all(broken_requirements(program, values, unchecked) or errors)
+        return values
     values: dict[Key, object] = {}
     errors: list[KvdslError] = []
     known = known or {}
@@ -145,6 +150,8 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
             except (OverflowError, ValueError) as exc:
                 errors.append(EvaluationError(f"cannot compute `{rc.name}`: {exc}", rc.span))
                 values[key] = None
+    if plain:  # the values do not depend on `unchecked`: only which broken requirements are errors
+        program.evaluated = (dict(values), list(errors))
     failed = broken_requirements(program, values, unchecked)
     raise_all(failed or errors)
     return values

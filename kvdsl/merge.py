@@ -164,9 +164,10 @@ class Merger:
         scoped = {n: s for n, s in stacks.items() if _is_scoped(n)}  # `vllm.x = ...`: set in the instance
         stacks = {n: s for n, s in stacks.items() if not _is_scoped(n)}
         self._scoped[info.name] = scoped
-        written = [c.name for c in info.block.cells]
+        written = dict.fromkeys(c.name for c in info.block.cells)
         names = [n for n in written if n in stacks] + [n for n in default_order if n not in written and n in stacks]
-        names += [n for n in stacks if n not in names]
+        listed = set(names)
+        names += [n for n in stacks if n not in listed]
         names = [n for n in names if stacks[n]]
         if info.kind in m.INSTANCED:
             info.template = {n: stacks[n] for n in names}

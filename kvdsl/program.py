@@ -118,6 +118,11 @@ class Program:
         self.order = order
         self.readers = readers or {}
         self._by_block: Optional[dict] = None
+        # hazard: caches of what reads what; a Program is not changed once built
+        self._dependencies: dict = {}
+        self._users: dict = {}
+        self._dependents: dict = {}
+        self.evaluated: tuple = ()  # (values, errors) of `evaluate` without solved cells, once done
 
     def block_keys(self, block: str) -> list:
         """The keys of every cell of `block` (its requirements and engine cells included)."""
@@ -149,7 +154,39 @@ class Program:
         return [b for b in self.blocks.values() if b.kind == "engine"]
 
     def dependencies(self, key: Key) -> list:
-        return [ref.key for ref in walk_refs(self.cells[key].expr)]
+        """The keys a cell's rule names, in order, repeats included."""
+        found = self._dependencies.get(key)
+        if found is None:
+            found = self._dependencies[key] = [ref.key for ref in walk_refs(self.cells[key].expr)]
+        return found
+
+    def users(self, block: str) -> dict:
+        """key -> the cells of `block` whose rules name it (computed once per block)."""
+        found = self._users.get(block)
+        if found is None:
+            found = self._users[block] = {}
+            for key in self.block_keys(block):
+                rc = self.cells[key]
+                if rc.expr is not None and rc.form in ("rule", "require"):
+                    for dep in self.dependencies(key):
+                        found.setdefault(dep, []).append(key)
+        return found
+
+    def dependents(self, target: Key) -> frozenset:
+        """Every cell whose value depends on `target`, `target` included (computed once per cell)."""
+        found = self._dependents.get(target)
+        if found is None:
+            users = [self.users(block) for block in self.reading_blocks(target[0])]
+            out, todo = {target}, [target]
+            while todo:
+                key = todo.pop()
+                for by_block in users:
+                    for user in by_block.get(key, ()):
+                        if user not in out:
+                            out.add(user)
+                            todo.append(user)
+            found = self._dependents[target] = frozenset(out)
+        return found
 
 
 def walk_refs(expr):

@@ -21,20 +21,7 @@ SEARCH_LIMIT = 10**15
 
 def depends_on(program: Program, target: Key) -> set:
     """Every cell whose value depends on `target` (including target itself)."""
-    users: dict[Key, list] = {}
-    keys = (key for block in program.reading_blocks(target[0]) for key in program.block_keys(block))
-    for key in keys:
-        rc = program.cells[key]
-        if rc.expr is not None and rc.form in ("rule", "require"):
-            for dep in program.dependencies(key):
-                users.setdefault(dep, []).append(key)
-    out, todo = {target}, [target]
-    while todo:
-        for user in users.get(todo.pop(), []):
-            if user not in out:
-                out.add(user)
-                todo.append(user)
-    return out
+    return set(program.dependents(target))
 
 
 class Feasibility:

@@ -11,6 +11,9 @@ and checked by substituting it back.
 from __future__ import annotations
 
 import math
+import sys
+import types
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Optional
@@ -101,10 +104,35 @@ def _roots(piece, x) -> list:
     """Real roots of piece = 0 in closed form, for rational functions of x; [] otherwise."""
     if not piece.is_rational_function(x):
         return []
+    linear = _linear_root(piece, x)
+    if linear is not None:
+        return linear
     try:
         return [r for r in sp.solve(sp.Eq(piece, 0), x) if not r.has(sp.I)]
     except (NotImplementedError, ValueError, TypeError):
         return []
+
+
+def _linear_root(piece, x):
+    """[root] of piece = 0 when its numerator is linear in x ([] when the root zeroes the denominator); else None.
+
+    The common case, without `sp.solve`: it simplifies its answers, and
+    `simplify` alone costs more than the rest of a solve.
+    """
+    numerator, denominator = sp.fraction(sp.together(piece))
+    try:
+        poly = sp.Poly(numerator, x)
+    except sp.PolynomialError:
+        return None
+    if poly.degree() != 1:
+        return None
+    slope, offset = poly.coeff_monomial(x), poly.coeff_monomial(1)
+    if slope.has(x) or offset.has(x) or slope == 0:
+        return None
+    root = sp.cancel(-offset / slope)
+    if denominator.has(x) and sp.cancel(denominator.subs(x, root)) == 0:
+        return []
+    return [] if root.has(sp.I) else [root]
 
 
 def _group_terms(add):
@@ -409,7 +437,33 @@ class _NamePrinter(PrettyPrinter):
 
 
 def pretty(expr) -> str:
-    return _NamePrinter({"use_unicode": True, "wrap_line": False}).doprint(expr)
+    """The expression drawn in Unicode, symbols by their spec names."""
+    with _without_physics_units():
+        return _NamePrinter({"use_unicode": True, "wrap_line": False}).doprint(expr)
+
+
+@contextmanager
+def _without_physics_units():
+    """Let the pretty printer run without importing `sympy.physics.units`.
+
+    hazard: SymPy's `PrettyPrinter._print_Mul` imports `sympy.physics.units`
+    only to test `isinstance(arg, Quantity)`, and that import costs about as
+    much as a whole solve.  No kvdsl expression holds a Quantity, so while
+    printing, a stand-in module whose Quantity nothing is an instance of
+    answers the import; it is removed afterwards (a real import is untouched).
+    """
+    name = "sympy.physics.units"
+    if name in sys.modules:
+        yield
+        return
+    stand_in = types.ModuleType(name)
+    stand_in.Quantity = type("Quantity", (), {})
+    sys.modules[name] = stand_in
+    try:
+        yield
+    finally:
+        if sys.modules.get(name) is stand_in:
+            del sys.modules[name]
 
 
 def render(solution: Solution) -> str:
@@ -446,7 +500,7 @@ def render(solution: Solution) -> str:
 def _rounding_step(gap, x):
     """B when the unknown is charged as `ceil(x / B) * B` (paging), else None."""
     for term in gap.atoms(sp.ceiling):
-        coefficient = sp.simplify(term.args[0] / x)
+        coefficient = sp.cancel(term.args[0] / x)
         if not coefficient.has(x) and coefficient != 0:
             return 1 / coefficient
     return None

@@ -22,7 +22,7 @@ from .functions import FUNCTIONS
 from .graph import CellRef, Key, Program
 
 CHUNK = 65_536  # points per pass: every affected cell holds an array this long
-MAX_POINTS = 10_000_000  # the grid is held in memory: about 8 bytes x columns x points
+MAX_POINTS = 10_000_000  # points in one grid (its CSV is written one chunk at a time)
 
 
 @dataclass(frozen=True)
@@ -159,12 +159,14 @@ class CompiledSweep:
             total *= len(axis.values)
         return total
 
-    def grid(self):
+    def grid(self, start: int = 0, stop=None):
+        """The varied values at points start..stop of the grid (row-major, the last axis fastest)."""
         import numpy as np
 
-        arrays = [a.values for a in self.axes]
-        mesh = np.meshgrid(*arrays, indexing="ij")
-        return [g.ravel() for g in mesh]
+        stop = self.size() if stop is None else stop
+        shape = [len(a.values) for a in self.axes]
+        indices = np.unravel_index(np.arange(start, stop), shape)
+        return [axis.values[i] for axis, i in zip(self.axes, indices)]
 
     def evaluate(self, part: list) -> dict:
         """Values of every cell at the points `part` (one array per varied cell)."""
@@ -174,21 +176,32 @@ class CompiledSweep:
             values[key] = vector_value(self.program.cells[key].expr, values)
         return values
 
+    def chunks(self, progress=None, chunk: int = CHUNK):
+        """(inputs, results) for each run of `chunk` points in turn: lists of NumPy arrays.
+
+        Only one chunk is held at a time, so memory stays bounded however
+        large the grid.
+        """
+        import numpy as np
+
+        n = self.size()
+        for start in range(0, n, chunk):
+            part = self.grid(start, min(n, start + chunk))
+            with np.errstate(all="ignore"):  # a point that divides by zero gives inf or nan, not a warning
+                values = self.evaluate(part)
+                results = [np.broadcast_to(_floats(values[(self.block, name)]), part[0].shape).astype(bool if b else float)
+                           for name, b in zip(self.results, self.bools)]
+            if progress is not None:
+                progress(part[0].size)
+            yield part, results
+
     def run(self, progress=None):
         """(inputs, results): lists of NumPy arrays over the whole grid."""
         import numpy as np
 
-        inputs = self.grid()
-        n = inputs[0].size
-        results = [np.empty(n, dtype=bool if b else float) for b in self.bools]
-        with np.errstate(all="ignore"):  # a point that divides by zero gives inf or nan, not a warning
-            for start in range(0, n, CHUNK):
-                part = [x[start : start + CHUNK] for x in inputs]
-                values = self.evaluate(part)
-                for out, name in zip(results, self.results):
-                    out[start : start + CHUNK] = np.broadcast_to(_floats(values[(self.block, name)]), part[0].shape)
-                if progress is not None:
-                    progress(min(CHUNK, n - start))
+        parts = list(self.chunks(progress))
+        inputs = [np.concatenate([p[0][i] for p in parts]) for i in range(len(self.axes))]
+        results = [np.concatenate([p[1][i] for p in parts]) for i in range(len(self.results))]
         return inputs, results
 
 
@@ -309,22 +322,28 @@ def write_csv(stream, sweep: CompiledSweep, inputs, results) -> None:
     A value that is not a finite number (an unbounded answer, say the longest
     context when nothing grows with it, or a division by zero) is an empty field.
     """
+    write_csv_chunks(stream, sweep, [(inputs, results)])
+
+
+def write_csv_chunks(stream, sweep: CompiledSweep, chunks) -> None:
+    """`write_csv` for (inputs, results) pairs that come one chunk at a time (`CompiledSweep.chunks`)."""
     import io
 
     import numpy as np
 
     header = [a.name for a in sweep.axes] + sweep.results
     stream.write(",".join(header) + "\n")
-    columns = inputs + [r.astype(int) if r.dtype == bool else r for r in results]
-    table = np.column_stack(columns)
-    for start in range(0, len(table), CSV_ROWS):
-        rows = table[start : start + CSV_ROWS]
-        if np.isfinite(rows).all():
-            np.savetxt(stream, rows, delimiter=",", fmt="%.15g")
-            continue
-        text = io.StringIO()
-        np.savetxt(text, rows, delimiter=",", fmt="%.15g")
-        stream.write(NOT_FINITE.sub("", text.getvalue()))
+    for inputs, results in chunks:
+        columns = inputs + [r.astype(int) if r.dtype == bool else r for r in results]
+        table = np.column_stack(columns)
+        for start in range(0, len(table), CSV_ROWS):
+            rows = table[start : start + CSV_ROWS]
+            if np.isfinite(rows).all():
+                np.savetxt(stream, rows, delimiter=",", fmt="%.15g")
+                continue
+            text = io.StringIO()
+            np.savetxt(text, rows, delimiter=",", fmt="%.15g")
+            stream.write(NOT_FINITE.sub("", text.getvalue()))
 
 
 MAX_JSON_POINTS = 100_000  # points `sweep --json` lists; a larger grid goes to --out FILE.csv

@@ -225,7 +225,7 @@ def test_deep_expressions_evaluate(tmp_path, expr, value):
 
 
 def test_too_deep_expression_is_a_spec_error(tmp_path):
-    spec = write(tmp_path, ONE_MODEL + "    let x = " + " + ".join(["1"] * 6000) + "\n}\n")
+    spec = write(tmp_path, ONE_MODEL + "    let x = " + "abs(" * 30000 + "1" + ")" * 30000 + "\n}\n")
     r = cli("eval", spec, code=1)
     assert "nests too deeply" in r.stderr
 

@@ -39,6 +39,7 @@ CM_PER_CHARACTER = 0.19  # one unit of column width (Calibri 11, 96 dpi)
 DEFAULT_WIDTH = 8.43  # a column's width when none is set
 VALUE_WIDTH = 11  # a deployment's column in the What-if table (its title wraps)
 DEFAULT_COLORS = ("4472C4", "ED7D31", "70AD47", "A5A5A5", "FFC000", "5B9BD5")
+CONTEXT_SLOT = "$WHATIF_CONTEXT$"  # no defined name holds `$`: a formula printed once per deployment, then each row's context cell put in
 INPUT_FILL = "FFF2CC"
 
 
@@ -86,8 +87,9 @@ def what_if_sheet(writer, wb) -> None:
         contexts.add(cell.coordinate)
     for j, name in enumerate(deployments, start=2):
         expr, expander, context = writer._max_batch_at_context(name)
+        formula = writer.expanded_formula(expr, expander, {context.name: CONTEXT_SLOT})
         for i in range(2, 2 + len(WHAT_IF_CONTEXTS)):
-            ws.cell(i, j).value = writer.expanded_formula(expr, expander, {context.name: f"$A{i}"})
+            ws.cell(i, j).value = formula.replace(CONTEXT_SLOT, f"$A{i}")
             ws.cell(i, j).number_format = "#,##0"
             writer.formulas += 1
     ws.column_dimensions["A"].width = 16

@@ -23,10 +23,13 @@ import re
 from decimal import Decimal
 from typing import Optional
 
-from sympy import Basic, Integer, Or, Pow, S, ceiling, piecewise_fold, sympify
+from sympy import Basic, Integer, Or, Pow, Rational, S, ceiling, piecewise_fold, sympify
 from sympy.printing.codeprinter import CodePrinter
 
+from kvdsl import model as m
 from kvdsl.errors import ExportError
+from kvdsl.functions import FUNCTIONS
+from kvdsl.program import CellRef
 
 # Excel precedence, loosest first.  NEG is any text that starts with a unary
 # minus: Excel applies that minus before everything else, so such text is
@@ -363,19 +366,27 @@ def _check_limits(text: str) -> None:
     """Reject formulas Excel refuses: too long, or functions nested too deep."""
     if len(text) > MAX_FORMULA_CHARS:
         raise ExportError(f"the formula has {len(text)} characters; Excel allows {MAX_FORMULA_CHARS}")
-    stack, quote = [], None
-    for i, ch in enumerate(text):
+    if text.count("(") <= MAX_FUNCTION_NESTING:
+        return
+    stack, calls, quote = [], 0, None
+    for match in _NESTING_CHARS.finditer(text):
+        ch, i = match.group(), match.start()
         if quote:
             quote = None if ch == quote else quote
         elif ch in "'\"":
             quote = ch
         elif ch == "(":
-            stack.append(i > 0 and (text[i - 1].isalnum() or text[i - 1] in "._"))
-            if sum(stack) > MAX_FUNCTION_NESTING:
+            call = i > 0 and (text[i - 1].isalnum() or text[i - 1] in "._")
+            stack.append(call)
+            calls += call
+            if calls > MAX_FUNCTION_NESTING:
                 raise ExportError(f"the formula nests functions deeper than Excel's "
                                   f"{MAX_FUNCTION_NESTING} levels")
         elif ch == ")" and stack:
-            stack.pop()
+            calls -= stack.pop()
+
+
+_NESTING_CHARS = re.compile(r"[()'\"]")
 
 
 # ---- resolved kvspec rules, printed directly ------------------------------------
@@ -393,32 +404,40 @@ _R_NEG = -1  # text that starts with a unary minus
 class RulePrinter:
     """Prints a resolved kvspec expression as Excel formula text; `name` gives each CellRef's text."""
 
+    _numbers = None  # one ExcelPrinter for the numbers of every rule
+    _number_texts: dict = {}  # Fraction -> (text, precedence), shared by every RulePrinter
+
     def __init__(self, name):
         self.name = name
-        self._numbers = ExcelPrinter()
 
     def doprint(self, expr) -> str:
         text = self._print(expr)[0]
         _check_limits(text)
         return text
 
+    def _number(self, value) -> tuple[str, int]:
+        printed = self._number_texts.get(value)
+        if printed is None:
+            if RulePrinter._numbers is None:
+                RulePrinter._numbers = ExcelPrinter()
+            text, prec = self._numbers._number(Rational(value.numerator, value.denominator))
+            printed = text, (_R_NEG if text.startswith("-") else _R_MUL if prec == MUL else _R_POW if prec == POW else _R_ATOM)
+            self._number_texts[value] = printed
+        return printed
+
     def _print(self, expr) -> tuple[str, int]:
-        from sympy import Rational
-
-        from .. import model as m
-        from ..functions import FUNCTIONS
-        from ..program import CellRef
-
-        if isinstance(expr, m.Num):
-            text, prec = self._numbers._number(Rational(expr.value.numerator, expr.value.denominator))
-            return text, (_R_NEG if text.startswith("-") else _R_MUL if prec == MUL else _R_POW if prec == POW else _R_ATOM)
-        if isinstance(expr, m.Bool):
-            return ("TRUE" if expr.value else "FALSE"), _R_ATOM
-        if isinstance(expr, m.Str):
-            return excel_text_literal(expr.value), _R_ATOM
-        if isinstance(expr, CellRef):
+        cls = expr.__class__
+        if cls is CellRef:
             text = str(self.name(expr))
             return (text if _SIMPLE_NAME.fullmatch(text) or text.endswith(")") else f"({text})"), _R_ATOM
+        if cls is m.Binary:
+            return self._binary(expr)
+        if cls is m.Num:
+            return self._number(expr.value)
+        if cls is m.Bool:
+            return ("TRUE" if expr.value else "FALSE"), _R_ATOM
+        if cls is m.Str:
+            return excel_text_literal(expr.value), _R_ATOM
         if isinstance(expr, m.Unary):
             if expr.op == "not":
                 return f"NOT({self._print(expr.operand)[0]})", _R_ATOM

@@ -27,6 +27,7 @@ Naming rule: a name whose first part reads as a cell reference (`h100`,
 from __future__ import annotations
 
 import datetime
+import functools
 import re
 import zipfile
 from dataclasses import dataclass, field
@@ -77,6 +78,7 @@ _A1 = re.compile(r"^([A-Za-z]{1,3})(\d+)$")
 _R1C1 = re.compile(r"^[Rr]\d*([Cc]\d*)?$|^[Cc]\d*$")
 
 
+@functools.lru_cache(maxsize=None)
 def excel_name(name: str) -> str:
     """A defined name Excel accepts for `name` (see the module docstring)."""
     head = name.split(".", 1)[0]
@@ -388,15 +390,13 @@ class WorkbookWriter:
             self.formulas += 1
         elif rc.form == "input":
             target.value = _number(value)
-            target.fill = PatternFill("solid", fgColor="FFF2CC")
-            target.font = Font(color="1F4E79")
+            target.fill, target.font = _input_style()
         elif rc.form in ("text",):
             _text(target, value or "")
         elif rc.form == "ref":
             if isinstance(rc.ref_expr, str):
                 _text(target, rc.ref_target)
-                target.fill = PatternFill("solid", fgColor="FFF2CC")
-                target.font = Font(color="1F4E79")
+                target.fill, target.font = _input_style()
             else:
                 target.value = "=" + self.lookup(rc.ref_expr.key, rc.ref_expr.via)
                 self.formulas += 1
@@ -619,6 +619,16 @@ class WorkbookWriter:
         from .readme_sheet import readme_sheet
 
         readme_sheet(self, wb)
+
+
+@functools.lru_cache(maxsize=None)
+def _input_style():
+    """The fill and font of an input cell, made once and shared (openpyxl hashes each style it is given)."""
+    from openpyxl.styles import Font, PatternFill
+
+    return PatternFill("solid", fgColor="FFF2CC"), Font(color="1F4E79")
+
+
 
 
 def _text(cell, text: str):
