@@ -788,6 +788,8 @@ def _number_format(dim) -> str:
         return '#,##0" B/s"'
     if dim == USD:
         return '"$"#,##0.00'
+    if dim == USD / SECONDS:
+        return '"$"0.000000" /s"'
     if dim == SECONDS:
         return '#,##0.000" s"'
     if isinstance(dim, Dim) and not dim.dimensionless:
