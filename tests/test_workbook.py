@@ -299,8 +299,8 @@ def test_results_are_formulas_and_inputs_are_not(catalog_wb, catalog_program):
             if rc.form == "input" and rc.scope and rc.origin == "engine":  # the engine's setting, read from its row
                 assert target.value == f"={rc.scope}.{rc.local_name}", where
             elif rc.form == "input":
-                if typed is not target:  # typed on the Plan sheet, in human units
-                    assert info.kind == "deployment" and typed.parent.title == "Plan", where
+                if typed is not target:  # typed on the Plan sheet, or beside the named cell, in human units
+                    assert typed.parent.title == ("Plan" if info.kind == "deployment" else BLOCK_SHEETS[info.kind]), where
                     assert target.data_type == "f", where
                     target = typed
                     value = value / factor if factor != 1 else value

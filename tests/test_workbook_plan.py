@@ -137,7 +137,8 @@ def test_titles_are_formulas_over_the_drop_downs(catalog, program):
         title = catalog["Deployments"].cell(destination(catalog, f"{d}.model").row, 2).value
         assert title.startswith("=INDEX(all_models_titles, MATCH(" + f"{d}.model"), title
         assert f"{d}.gpus" in title and "all_hardware_titles" in title
-    assert catalog.defined_names["all_models_titles"].attr_text == "'Models'!$B$3:$B$32"
+    models = [b for b in program[0].user_blocks() if b.kind == "model"]
+    assert catalog.defined_names["all_models_titles"].attr_text == f"'Models'!$B$3:$B${2 + len(models)}"
 
 
 def test_results_that_cannot_hold_are_highlighted(catalog, program):
@@ -190,3 +191,69 @@ def test_small_spec_has_one_section(tmp_path):
     ws = wb["Plan"]
     assert len([c for c in ws["A"] if c.hyperlink]) == 1
     assert len(ws._charts) == 1 and len(ws._charts[0].series) == 4
+
+
+HARDWARE_UNITS = {"memory": (2**30, "GiB"), "cuda_memory": (2**30, "GiB"), "bandwidth": (10**9, "GB/s"),
+                  "interconnect_bandwidth": (10**9, "GB/s"), "flops_bf16": (10**12, "TFLOP/s"),
+                  "flops_fp8": (10**12, "TFLOP/s"), "flops_fp4": (10**12, "TFLOP/s"),
+                  "price_per_hour": (Fraction(1, 3600), "USD/h")}
+
+
+def test_hardware_is_typed_in_human_units_beside_its_named_cells(catalog, program):
+    prog, values = program
+    ws = catalog["Hardware"]
+    checked = 0
+    for info in prog.user_blocks():
+        if info.kind != "hardware":
+            continue
+        for cell, (factor, unit) in HARDWARE_UNITS.items():
+            rc = prog.cells[(info.name, cell)]
+            named_cell = destination(catalog, f"{info.name}.{cell}")
+            typed, found = typed_cell(catalog, f"{info.name}.{cell}")
+            beside = ws.cell(named_cell.row, named_cell.column - 1)
+            assert unit in str(ws.cell(2, beside.column).value) and unit.split("/")[0] in beside.number_format.replace(
+                '"$"', "USD"), (info.name, cell, beside.number_format)
+            if rc.form != "input":  # a rule (cuda_memory = memory): shown converted, not typed
+                assert typed is named_cell and beside.value == f"={named_cell.coordinate}" + (
+                    f"/{factor}" if factor > 1 else f"*{1 / factor}")
+                continue
+            assert typed is beside and found == factor, (info.name, cell, named_cell.value)
+            assert named_cell.value == f"={beside.coordinate}" + (f"*{factor}" if factor > 1 else f"/{1 / factor}")
+            assert beside.fill.fgColor.rgb.endswith("FFF2CC") and not named_cell.fill.fill_type
+            assert float(Fraction(beside.value)) == pytest.approx(float(values[(info.name, cell)] / factor), rel=1e-12)
+            dv = validation_of(beside)
+            assert dv.showErrorMessage and unit in dv.prompt
+            assert accepts(dv, beside.value) and not accepts(dv, -1)
+            checked += 1
+    assert checked >= 6 * 16, checked
+    l4 = typed_cell(catalog, "_l4.price_per_hour")[0]
+    assert l4.value == 0.8 and l4.number_format.startswith('"$"')  # USD per hour, not per second
+
+
+def test_plan_price_reads_the_hourly_price(catalog, program):
+    prices = [c for c in catalog["Plan"]["B"] if isinstance(c.value, str) and "price_per_hour" in c.value]
+    assert len(prices) == len(deployments(program))
+    for price in prices:
+        assert price.value.endswith("*3600") and price.number_format == '"$"#,##0.00'
+
+
+def test_model_counts_have_separators_and_bytes_a_gib_column(catalog, program):
+    prog, _ = program
+    for cell in ("params", "layers", "hidden_size", "kv_elements_per_token"):
+        assert destination(catalog, f"qwen3_8b.{cell}").number_format == "#,##0", cell
+    weights = destination(catalog, "qwen3_8b.weights_bytes")
+    beside = weights.parent.cell(weights.row, weights.column - 1)
+    assert beside.value == f"={weights.coordinate}/{2**30}" and "GiB" in beside.number_format
+    ratio = destination(catalog, "qwen3_8b.mha_reduction")  # a quotient: may stop being whole
+    assert ratio.number_format != "#,##0"
+
+
+def test_summary_fits_reads_yes_no(catalog, program):
+    ws = catalog["Summary"]
+    column = [c.value for c in ws[1]].index("fits") + 1
+    yes_no = [cf.sqref for cf in ws.conditional_formatting
+              if any(r.dxf is not None and r.dxf.numFmt is not None and r.dxf.numFmt.formatCode == YES_NO for r in cf.rules)]
+    for row in range(2, 2 + len(deployments(program))):
+        cell = ws.cell(row, column)
+        assert cell.value.endswith(".fits") and cell.number_format == "General"
+        assert any(cell.coordinate in sqref for sqref in yes_no), cell.coordinate

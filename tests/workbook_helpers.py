@@ -6,6 +6,7 @@ import json
 import math
 import os
 import re
+from fractions import Fraction
 import shutil
 import subprocess
 from pathlib import Path
@@ -94,26 +95,34 @@ def destination(wb, name: str):
 
 
 PLAN_REFERENCE = re.compile(r"^='(?P<sheet>[^']+)'!\$(?P<col>[A-Z]+)\$(?P<row>\d+)(?:\*(?P<factor>\d+))?$")
+# a memory, rate or price typed in human units beside its named cell: `=E3*1073741824`, `=S3/3600`
+BESIDE_REFERENCE = re.compile(r"^=(?P<col>[A-Z]+)(?P<row>\d+)(?:\*(?P<factor>\d+)|/(?P<divisor>\d+))$")
 
 
 def typed_cell(wb, name: str):
     """(the cell a reader types `name` into, the factor to base units).
 
     A deployment's typed cells live on the Plan sheet in human units; its
-    named cell reads them (`='Plan'!$B$21*1073741824`).  Any other input is
-    typed where its name points, in base units.
+    named cell reads them (`='Plan'!$B$21*1073741824`).  A model's or a
+    hardware's memory, rate or price is typed in the human-unit column beside
+    its named cell (`=E3*1073741824`, `=S3/3600`).  Any other input is typed
+    where its name points, in base units.
     """
     target = destination(wb, name)
     match = PLAN_REFERENCE.match(str(target.value)) if target.data_type == "f" else None
-    if match is None:
-        return target, 1
-    return wb[match["sheet"]][f"{match['col']}{match['row']}"], int(match["factor"] or 1)
+    if match is not None:
+        return wb[match["sheet"]][f"{match['col']}{match['row']}"], int(match["factor"] or 1)
+    match = BESIDE_REFERENCE.match(str(target.value)) if target.data_type == "f" else None
+    if match is not None and target.parent[f"{match['col']}{match['row']}"].data_type == "n":
+        factor = int(match["factor"]) if match["factor"] else Fraction(1, int(match["divisor"]))
+        return target.parent[f"{match['col']}{match['row']}"], factor
+    return target, 1
 
 
 def set_typed(wb, name: str, value) -> None:
     """Type `value` (base units) where a reader types `name`, converted to that cell's unit."""
     cell, factor = typed_cell(wb, name)
-    cell.value = value if factor == 1 or isinstance(value, (str, bool)) else value / factor
+    cell.value = value if factor == 1 or isinstance(value, (str, bool)) else float(Fraction(value) / factor)
 
 
 def named(wb, name: str):

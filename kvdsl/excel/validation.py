@@ -14,7 +14,7 @@ from typing import Optional
 
 from .. import model as m
 from ..program import CellRef
-from ..units import BYTES, TOKENS, Dim
+from ..units import BYTES, FLOP, SECONDS, TOKENS, USD, Dim
 
 GIB = 1024**3
 _FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -90,9 +90,28 @@ def _apply(part, key, found: Bounds) -> bool:
 class HumanUnit:
     """How a typed cell is shown: the base value divided by `factor`, with a number format."""
 
-    factor: int
+    factor: Fraction  # base units per human unit: 1073741824 for GiB, 1/3600 for USD/h
     number_format: str
     unit: str
+
+    def to_base(self) -> str:
+        """The formula text that turns a human value into base units: `*1073741824`, `/3600`."""
+        return _scale(self.factor)
+
+    def from_base(self) -> str:
+        """The formula text that turns a base value into this unit: `/1073741824`, `*3600`."""
+        return _scale(1 / Fraction(self.factor))
+
+
+def _scale(factor) -> str:
+    factor = Fraction(factor)
+    if factor == 1:
+        return ""
+    if factor.denominator == 1:
+        return f"*{factor.numerator}"
+    if factor.numerator == 1:
+        return f"/{factor.denominator}"
+    return f"*{factor.numerator}/{factor.denominator}"
 
 
 def human_unit(dim, rule: Optional[Bounds]) -> HumanUnit:
@@ -106,6 +125,20 @@ def human_unit(dim, rule: Optional[Bounds]) -> HumanUnit:
     if isinstance(dim, Dim) and dim.dimensionless and rule is not None and rule.whole:
         return HumanUnit(1, "#,##0", "")
     return HumanUnit(1, "General", dim.unit() if isinstance(dim, Dim) and dim.unit() else "")
+
+
+# how a block sheet shows a figure in base units beside the one typed or read in these
+SHEET_UNITS = {
+    BYTES: HumanUnit(GIB, '#,##0.00" GiB"', "GiB"),
+    BYTES / SECONDS: HumanUnit(10**9, '#,##0" GB/s"', "GB/s"),
+    FLOP / SECONDS: HumanUnit(10**12, '#,##0.0" TFLOP/s"', "TFLOP/s"),
+    USD / SECONDS: HumanUnit(Fraction(1, 3600), '"$"#,##0.00" /h"', "USD/h"),
+}
+
+
+def sheet_unit(dim) -> Optional[HumanUnit]:
+    """The unit a block sheet shows `dim` in (GiB, GB/s, TFLOP/s, USD/h), or None to keep base units."""
+    return SHEET_UNITS.get(dim) if isinstance(dim, Dim) else None
 
 
 def data_validation(rule: Bounds, unit: HumanUnit, what: str, example):
@@ -138,7 +171,9 @@ def data_validation(rule: Bounds, unit: HumanUnit, what: str, example):
 
 def describe_rule(rule: Bounds, unit: HumanUnit, low, high) -> str:
     """`a whole number of tokens, at least 1` and the like."""
-    noun = {"%": "a percentage", "GiB": "GiB", "tokens": "tokens"}.get(unit.unit, "a number")
+    noun = {"%": "a percentage", "tokens": "tokens"}.get(unit.unit, "a number")
+    if unit in SHEET_UNITS.values():
+        noun = unit.unit
     head = ("a whole number" if rule.whole else "a number") + ("" if noun == "a number" else f" ({noun})")
     if unit.unit == "%":
         head = "a percentage"

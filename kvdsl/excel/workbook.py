@@ -43,7 +43,7 @@ from ..units import BYTES, SECONDS, TOKENS, USD, Dim
 from ..labels import describe
 from .plan_sheet import PlanSheet
 from .printer import UNBOUNDED, RulePrinter, excel_formula, excel_text_literal
-from .validation import bounds, data_validation, example_text, human_unit
+from .validation import bounds, data_validation, example_text, human_unit, sheet_unit
 
 SHEETS = {"deployment": "Deployments", "model": "Models", "hardware": "Hardware", "workload": "Workloads",
           "format": "Formats", "engine": "Engines"}
@@ -70,6 +70,9 @@ DEPLOYMENT_COLUMNS = (
     "bound", "engine_kv_cache_tokens", "engine_max_concurrency",
 )
 # a model's figures a reader compares; its other cells are grouped and hidden
+# kinds whose sheet shows memory, bandwidth, compute and price in human units
+# (GiB, GB/s, TFLOP/s, USD/h) in a column beside each base-unit column
+HUMAN_UNIT_KINDS = ("model", "hardware")
 MODEL_COLUMNS = ("params", "active_params", "layers", "heads", "kv_heads", "head_dim", "hidden_size", "experts",
                  "experts_per_token", "window", "context", "kv_dtype", "weight_dtype", "scheme", "kv_elements_per_token",
                  "kv_bytes_per_sequence", "weights_bytes", "context_limit", "source")
@@ -139,6 +142,7 @@ class WorkbookWriter:
         self._check_names()
         self.layout = plan_layout(program, self.blocks)
         self.hidden = {kind: self._order_columns(kind) for kind in self.layout.columns}
+        self.human = {kind: self._human_columns(kind) for kind in HUMAN_UNIT_KINDS if kind in self.layout.columns}
         self.formulas = 0
         self.names = 0
         self.plan = PlanSheet(self) if "deployment" in self.layout.blocks else None
@@ -161,6 +165,34 @@ class WorkbookWriter:
         ordered = sorted(cells, key=rank)
         self.layout.columns[kind] = {cell: FIRST_COLUMN + i for i, cell in enumerate(ordered)}
         return {cell: rank(cell)[0] - 1 for cell in ordered if rank(cell)[0] >= 2}
+
+    def _human_columns(self, kind: str) -> dict:
+        """Give each memory, rate and price column a human-unit column on its left: {cell: (column, unit)}.
+
+        Where a block types the figure, the reader types it in the human
+        column (yellow) and the named base-unit column converts it
+        (`=E3*1073741824`); elsewhere the human column shows the base value
+        converted (`=F3/1073741824`).
+        """
+        units = {}
+        for name in self.layout.blocks[kind]:
+            for cell in self.program.blocks[name].cells:
+                unit = sheet_unit(self.program.cells[(name, cell)].dim)
+                if unit is not None and not isinstance(self.values.get((name, cell)), (bool, str)):
+                    units.setdefault(cell, unit)
+        columns, human, shift = self.layout.columns[kind], {}, 0
+        for cell in list(columns):
+            if cell in units:
+                human[cell] = (columns[cell] + shift, units[cell])
+                shift += 1
+            columns[cell] += shift
+        return human
+
+    def human_input(self, key: Key) -> bool:
+        """Whether `key` is typed in a human-unit column of its block sheet."""
+        kind = self.program.blocks[key[0]].kind
+        rc = self.program.cells[key]
+        return key[1] in self.human.get(kind, {}) and rc.form == "input" and not rc.scope
 
     def sheet_of(self, kind: str) -> str:
         """The sheet of a kind's blocks."""
@@ -325,6 +357,10 @@ class WorkbookWriter:
                 target = ws.cell(row, col)
                 self._write_cell(target, key)
                 rc = self.program.cells[key]
+                if cell in self.human.get(kind, {}):
+                    shown = self._human_cell(ws, row, key, target)
+                    widths[shown.column] = max(widths.get(shown.column, 10),
+                                               _display_width(self._human_value(key), shown.number_format))
                 if cell not in headers or (not describe(headers[cell])[1] and describe(rc)[1]):
                     headers[cell] = rc  # the first definition with a description
                 if target.data_type == "f" and target.comment is None:
@@ -333,6 +369,10 @@ class WorkbookWriter:
                 widths[col] = max(widths[col], _display_width(self.values.get(key), target.number_format))
         for cell, rc in headers.items():
             self._header(ws, columns[cell], cell, rc)
+            if cell in self.human.get(kind, {}):
+                col, unit = self.human[kind][cell]
+                self._header(ws, col, cell, rc, unit.unit)
+                widths[col] = max(widths.get(col, 10), 0.8 * len(str(ws.cell(2, col).value)) + 1)
             widths[columns[cell]] = max(widths[columns[cell]], 0.8 * len(str(ws.cell(2, columns[cell]).value)) + 1)
         ws.cell(2, 1, "cell · unit").font = Font(italic=True, size=8, color="666666")
         ws.cell(1, 1).alignment = ws.cell(1, 2).alignment = Alignment(vertical="top")
@@ -345,14 +385,22 @@ class WorkbookWriter:
             dim = ws.column_dimensions[column_letter(col)]
             dim.width = min(widths[col], 40)
             level = self.hidden.get(kind, {}).get(cell)
+            if cell in self.human.get(kind, {}):
+                shown = ws.column_dimensions[column_letter(self.human[kind][cell][0])]
+                shown.width = min(widths[self.human[kind][cell][0]], 40)
+                if level:
+                    shown.outlineLevel, shown.hidden = level, True
             if level:
                 dim.outlineLevel = level
                 dim.hidden = True
         if self.hidden.get(kind):
             ws.sheet_properties.outlinePr.summaryRight = False
 
-    def _header(self, ws, col: int, cell: str, rc) -> None:
-        """Row 1: the label (the description as its note); row 2: the cell name and unit, small."""
+    def _header(self, ws, col: int, cell: str, rc, shown_unit: str = "") -> None:
+        """Row 1: the label (the description as its note); row 2: the cell name and unit, small.
+
+        `shown_unit` heads the human-unit column beside a base-unit column.
+        """
         from openpyxl.comments import Comment
         from openpyxl.styles import Alignment, Font
 
@@ -365,6 +413,8 @@ class WorkbookWriter:
             rule = bounds(self.program, rc.key)
             if rule is not None and rule.fraction:
                 unit = "%"
+        if shown_unit:
+            unit = f"in {shown_unit}"
         small = ws.cell(2, col, f"{cell} · {unit}" if unit else cell)
         small.font = Font(italic=True, size=8, color="666666")
         head.comment = Comment(f"{description}\n({cell})".strip(), "kvdsl", width=300, height=80)
@@ -377,6 +427,41 @@ class WorkbookWriter:
             self.formulas += 1
             return
         self.write_value(target, key)
+        if self.program.blocks[key[0]].kind == "model" and self._count(key) and target.number_format in ("General", "#,##0.####"):
+            target.number_format = "#,##0"
+
+    def _count(self, key: Key) -> bool:
+        """A whole number that stays whole: typed, or computed without a division (params, layers)."""
+        rc, value = self.program.cells[key], self.values.get(key)
+        if isinstance(value, (bool, str)) or value is None or getattr(value, "denominator", 0) != 1:
+            return False
+        return rc.form == "input" or (rc.form == "rule" and not _divides(rc.expr))
+
+    def _human_value(self, key: Key):
+        kind = self.program.blocks[key[0]].kind
+        value = self.values.get(key)
+        if value is None or isinstance(value, (bool, str)):
+            return value
+        return _number(value / self.human[kind][key[1]][1].factor)
+
+    def _human_cell(self, ws, row: int, key: Key, base):
+        """The human-unit cell beside `base`: typed (yellow) when the block types the figure, else converted."""
+        from openpyxl.styles import Font, PatternFill
+
+        kind = self.program.blocks[key[0]].kind
+        col, unit = self.human[kind][key[1]]
+        shown = ws.cell(row, col)
+        shown.number_format = unit.number_format
+        if self.human_input(key):
+            shown.value = self._human_value(key)
+            shown.fill = PatternFill("solid", fgColor="FFF2CC")
+            shown.font = Font(color="1F4E79")
+            base.value = f"={shown.coordinate}{unit.to_base()}"
+            base.fill, base.font = PatternFill(), Font()
+        else:
+            shown.value = f"={base.coordinate}{unit.from_base()}"
+        self.formulas += 1
+        return shown
 
     def write_value(self, target, key: Key) -> None:
         """The value or formula of a cell, as the spec gives it."""
@@ -493,18 +578,22 @@ class WorkbookWriter:
                 rule = bounds(self.program, key)
                 if rule is None:
                     continue
-                unit = human_unit(rc.dim, rule)
-                if unit.factor != 1:  # typed in base units on this sheet
-                    unit = type(unit)(1, unit.number_format, rc.dim.unit() or "")
+                column = self.layout.columns[kind][cell]
+                if self.human_input(key):
+                    column, unit = self.human[kind][cell]
+                else:
+                    unit = human_unit(rc.dim, rule)
+                    if unit.factor != 1:  # typed in base units on this sheet
+                        unit = type(unit)(1, unit.number_format, rc.dim.unit() or "")
                 label = describe(rc)[0]
-                signature = (cell, rule.whole, rule.low, rule.low_strict, rule.high, rule.high_strict)
+                signature = (column, rule.whole, rule.low, rule.low_strict, rule.high, rule.high_strict)
                 if signature not in groups:
                     dv = data_validation(rule, unit, label, example_text(self.values.get(key), unit))
                     if dv is None:
                         continue
                     ws.add_data_validation(dv)
                     groups[signature] = dv
-                groups[signature].add(f"{column_letter(self.layout.columns[kind][cell])}{self.layout.rows[name]}")
+                groups[signature].add(f"{column_letter(column)}{self.layout.rows[name]}")
 
     def _highlights(self, wb) -> None:
         """Red on the Deployments sheet where a result cannot hold."""
@@ -588,6 +677,8 @@ class WorkbookWriter:
                 else:
                     target.value = f"={self.cell_name((name, cell))}"
                     target.number_format = fmt
+                if isinstance(self.values.get((name, cell)), bool):
+                    self.booleans.setdefault(ws.title, []).append(target.coordinate)
                 self.formulas += 1
         ws.freeze_panes = "B2"
         ws.column_dimensions["A"].width = 44
@@ -643,6 +734,21 @@ def _text(cell, text: str):
     return cell
 
 
+def _divides(expr) -> bool:
+    """Whether a rule divides anywhere (its value may then stop being whole)."""
+    import dataclasses
+
+    from .. import model as m
+
+    if isinstance(expr, m.Binary) and expr.op == "/":
+        return True
+    if isinstance(expr, (list, tuple)):
+        return any(_divides(e) for e in expr)
+    if dataclasses.is_dataclass(expr) and not isinstance(expr, type):
+        return any(_divides(getattr(expr, f.name)) for f in dataclasses.fields(expr))
+    return False
+
+
 def _number(value):
     if isinstance(value, bool) or value is None:
         return value
@@ -692,6 +798,8 @@ def _number_format(dim) -> str:
         return '#,##0" B/s"'
     if dim == USD:
         return '"$"#,##0.00'
+    if dim == USD / SECONDS:
+        return '"$"0.000000" /s"'
     if dim == SECONDS:
         return '#,##0.000" s"'
     if isinstance(dim, Dim) and not dim.dimensionless:
