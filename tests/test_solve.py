@@ -301,7 +301,7 @@ def test_unknown_batch_is_max_batch(tmp_path):
     assert data["batch"]["value"] == data["max_batch"]["value"] == 31
     assert data["fits"]["value"] is True
     text = invoke("eval", path).stdout
-    assert re.search(r"^\s+batch\s+31$", text, re.M)
+    assert re.search(r"^\s+batch\s+31(\s{2,}Concurrent sequences)?$", text, re.M)
     assert "=> fits: 31 x 32,768 tokens" in text
 
 
@@ -452,6 +452,7 @@ def explanation() -> str:
 def test_explain_shows_the_formula_where_it_is_written(explanation):
     lines = explanation.splitlines()
     assert lines[0] == f"{SWEEP_BLOCK}.max_batch = 31"
+    assert lines.pop(1).startswith("Concurrent users that fit: ")  # its label
     number, formula = _prelude_line("deployment.kvspec", "max_batch")
     assert lines[1].startswith(f"max_batch = {formula}")
     assert f"deployment.kvspec:{number}]" in lines[1]
