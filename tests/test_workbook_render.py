@@ -143,6 +143,8 @@ def accepts(wb, dv, value):
     """Whether the rule `dv` lets `value` in (True/False), or None for a rule this test cannot read."""
     if dv.type == "list":
         values = _list_values(wb, dv.formula1)
+        if isinstance(value, bool):  # a spreadsheet lists a condition as the words TRUE and FALSE
+            value = str(value).upper()
         return None if values is None else value in values
     if dv.type not in ("whole", "decimal"):
         return None
@@ -161,7 +163,9 @@ def invalid_values(wb, dv) -> list:
     if dv.type == "list":
         return ["not in the list", 7]
     a, b = _number(dv.formula1), _number(dv.formula2)
-    out = []
+    out = ["128K"]  # text where a number belongs
+    if a is not None and abs(a) >= 1e300:  # any number: only text is refused
+        return out
     if dv.type == "whole":
         out.append((a if a is not None else 1) + 0.5)
     if a is not None:
@@ -200,7 +204,9 @@ def test_every_input_carries_a_rule_that_refuses_bad_values(workbooks, exports, 
                     continue
                 for dv in rules:
                     assert dv.showErrorMessage, f"{ws.title}!{cell.coordinate}: the rule only warns"
-                    assert accepts(wb, dv, cell.value) is not False, (ws.title, cell.coordinate, cell.value, dv.formula1)
+                    # a typed cell may start as a formula (the model's KV format, until a reader picks one)
+                    if not str(cell.value).startswith("="):
+                        assert accepts(wb, dv, cell.value) is not False, (ws.title, cell.coordinate, cell.value, dv.formula1)
                     original = cell.value
                     for bad in invalid_values(wb, dv):
                         cell.value = bad
@@ -300,6 +306,8 @@ def test_what_if_charts_use_a_log_axis_and_cover_every_deployment(exports, workb
     charts = chart_parts(exports["catalog"])
     titles = set()
     for chart in charts.values():
+        if chart.find(f".//{C}lineChart") is None:
+            continue  # a Plan sheet's memory bar
         assert chart.find(f".//{C}valAx/{C}scaling/{C}logBase[@val='10']") is not None
         for ser in chart.iter(f"{C}ser"):
             (cell,) = _range_cells(wb, ser.find(f"{C}tx/{C}strRef/{C}f").text)

@@ -22,6 +22,7 @@ RED = "F4CCCC"
 BLUE = "1F4E79"
 CONTENTS_FIRST = 4  # the first row of the contents list
 SECTION_ROWS = 24
+PRINT_LAST_COLUMN = "P"  # the memory chart, anchored at column I, ends before it
 
 # (cell, words) of what a reader chooses, in the order shown
 INPUTS = [
@@ -100,6 +101,8 @@ class PlanSheet:
             ws.row_breaks.append(Break(id=section.top + SECTION_ROWS - 1))
         for col, width in zip("ABCDEFG", (38, 24, 10, 3, 40, 18, 10)):
             ws.column_dimensions[col].width = width
+        # the contents list is for the screen (its links); paper gets one page per deployment
+        ws.print_area = f"A{self.sections[0].top}:{PRINT_LAST_COLUMN}{self.sections[-1].top + SECTION_ROWS - 1}"
 
     def _n(self, block, cell) -> str:
         return self.w.cell_name((block, cell))

@@ -141,6 +141,18 @@ def sheet_unit(dim) -> Optional[HumanUnit]:
     return SHEET_UNITS.get(dim) if isinstance(dim, Dim) else None
 
 
+ANY_NUMBER = Fraction(10**300)
+
+
+def yes_no_validation(what: str):
+    """A drop-down of TRUE and FALSE for a typed condition."""
+    from openpyxl.worksheet.datavalidation import DataValidation
+
+    return DataValidation(type="list", formula1='"TRUE,FALSE"', allow_blank=False, showErrorMessage=True,
+                          showInputMessage=True, errorTitle="Not a valid value", error=f"{what}: TRUE or FALSE."[:255],
+                          promptTitle=what[:32], prompt="TRUE or FALSE")
+
+
 def data_validation(rule: Bounds, unit: HumanUnit, what: str, example):
     """An openpyxl DataValidation for a typed number in `unit` (bounds converted from base units)."""
     from openpyxl.worksheet.datavalidation import DataValidation
@@ -158,8 +170,8 @@ def data_validation(rule: Bounds, unit: HumanUnit, what: str, example):
         operator, f1, f2 = "greaterThanOrEqual", low, None
     elif high is not None:
         operator, f1, f2 = "lessThanOrEqual", high, None
-    else:
-        return None
+    else:  # no bound: still a number, so `128K` or `90%` typed as text is refused
+        operator, f1, f2 = "between", -ANY_NUMBER, ANY_NUMBER
     text = describe_rule(rule, unit, low, high)
     prompt = f"{text}. Example: {example}"
     dv = DataValidation(type=kind, operator=operator, formula1=_num(f1), formula2=None if f2 is None else _num(f2),
@@ -183,11 +195,13 @@ def describe_rule(rule: Bounds, unit: HumanUnit, low, high) -> str:
         parts.append(f"at least {show(low)}")
     if high is not None:
         parts.append(f"at most {show(high)}")
-    return head + ", " + " and ".join(parts)
+    return head + (", " + " and ".join(parts) if parts else "")
 
 
 def _num(value) -> str:
     value = Fraction(value)
+    if abs(value) >= ANY_NUMBER:
+        return "-1E+300" if value < 0 else "1E+300"
     return str(value.numerator) if value.denominator == 1 else repr(float(value))
 
 

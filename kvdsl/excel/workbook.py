@@ -43,7 +43,7 @@ from ..units import BYTES, SECONDS, TOKENS, USD, Dim
 from ..labels import describe
 from .plan_sheet import PlanSheet
 from .printer import UNBOUNDED, RulePrinter, excel_formula, excel_text_literal
-from .validation import bounds, data_validation, example_text, human_unit, sheet_unit
+from .validation import Bounds, bounds, data_validation, example_text, human_unit, sheet_unit, yes_no_validation
 
 SHEETS = {"deployment": "Deployments", "model": "Models", "hardware": "Hardware", "workload": "Workloads",
           "format": "Formats", "engine": "Engines"}
@@ -571,13 +571,14 @@ class WorkbookWriter:
             for cell in self.program.blocks[name].cells:
                 key = (name, cell)
                 rc = self.program.cells[key]
-                if rc.form != "input" or isinstance(self.values.get(key), bool) or rc.scope:
+                if rc.form != "input" or isinstance(self.values.get(key), str):
                     continue
                 if self.plan is not None and key in self.plan.inputs:
                     continue
-                rule = bounds(self.program, key)
-                if rule is None:
+                if isinstance(self.values.get(key), bool):
+                    self._yes_no_validation(ws, groups, kind, key)
                     continue
+                rule = bounds(self.program, key) or Bounds()
                 column = self.layout.columns[kind][cell]
                 if self.human_input(key):
                     column, unit = self.human[kind][cell]
@@ -594,6 +595,14 @@ class WorkbookWriter:
                     ws.add_data_validation(dv)
                     groups[signature] = dv
                 groups[signature].add(f"{column_letter(column)}{self.layout.rows[name]}")
+
+    def _yes_no_validation(self, ws, groups: dict, kind: str, key) -> None:
+        """A typed condition (`flashinfer_sampler = true`): TRUE or FALSE from a drop-down."""
+        column = self.layout.columns[kind][key[1]]
+        if (column, "yes/no") not in groups:
+            groups[(column, "yes/no")] = yes_no_validation(describe(self.program.cells[key])[0])
+            ws.add_data_validation(groups[(column, "yes/no")])
+        groups[(column, "yes/no")].add(f"{column_letter(column)}{self.layout.rows[key[0]]}")
 
     def _highlights(self, wb) -> None:
         """Red on the Deployments sheet where a result cannot hold."""
