@@ -173,8 +173,7 @@ def explain(program: Program, values: dict, key: Key, max_depth: int = 99) -> st
     header = f"{key[0]}.{key[1]} = {explainer.value_text(key)}"
     rc = program.cells[key]
     if is_labelled(rc):
-        label = describe(rc)
-        header += f"\n{label.label}" + (f": {label.description}" if label.description else "")
+        header += "\n" + describe(rc).sentence
     return header + "\n" + "\n".join(explainer.lines)
 
 

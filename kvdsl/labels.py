@@ -24,6 +24,11 @@ class Label(NamedTuple):
     label: str
     description: str
 
+    @property
+    def sentence(self) -> str:
+        """"Label: description", as `explain` and an editor's hover print it."""
+        return f"{self.label}: {self.description}" if self.description else self.label
+
 
 def name_in_words(name: str) -> str:
     """`kv_bytes_per_gpu` -> "KV bytes per GPU": the label of a cell nobody labelled."""
@@ -38,7 +43,7 @@ def describe(cell) -> Label:
     The nearest definition that has a `##` label wins, so a user's override
     keeps the prelude's words; without one, the name in words and the comment.
     """
-    definitions = (getattr(cell, "cell", cell),) + tuple(getattr(cell, "shadowed", ()))
+    definitions = _definitions(cell)
     for definition in definitions:
         if definition.label:
             return Label(definition.label, definition.description)
@@ -49,5 +54,9 @@ def describe(cell) -> Label:
 
 def is_labelled(cell) -> bool:
     """Whether some definition of the cell carries a `##` label."""
-    definitions = (getattr(cell, "cell", cell),) + tuple(getattr(cell, "shadowed", ()))
-    return any(d.label for d in definitions)
+    return any(d.label for d in _definitions(cell))
+
+
+def _definitions(cell) -> tuple:
+    """A resolved cell's definitions, nearest first (a parsed `Cell` is its own only one)."""
+    return (getattr(cell, "cell", cell),) + tuple(getattr(cell, "shadowed", ()))

@@ -297,8 +297,7 @@ def _cell_hover(analysis: Analysis, key: tuple) -> str:
     value = value_text(analysis, key)
     head = f"**{rc.name}** = `{value}`" if value is not None else f"**{rc.name}**"
     lines = [f"{head}  ({info.kind} `{rc.block}`)"]
-    label = describe(rc)
-    doc = f"{label.label}: {label.description}" if is_labelled(rc) else label.description
+    doc = describe(rc).sentence if is_labelled(rc) else describe(rc).description
     if doc:
         lines += ["", doc]
     source = rc.cell.source.strip()
@@ -372,7 +371,7 @@ def kind_cells(kind: str, analysis: Optional[Analysis] = None) -> dict:
         if kind in d.kinds:
             for cell in d.cells:
                 if cell.form != "require" and cell.name not in out and (prelude or cell.new or cell.form == "declare"):
-                    out[cell.name] = f"{cell.label}: {cell.description}" if cell.label else cell.doc
+                    out[cell.name] = describe(cell).sentence if cell.label else cell.doc
     return out
 
 
