@@ -14,7 +14,7 @@ def main() -> int:
     parser.add_argument("--cases", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start", type=int, default=0, help="the first case number (to replay one case: --start N --cases 1)")
-    parser.add_argument("--timeout", type=float, default=20.0, help="seconds a case may take before it counts as a hang")
+    parser.add_argument("--timeout", type=float, default=20.0, help="CPU seconds a case may take before it counts as a hang (five times as many wall seconds)")
     parser.add_argument("--verbose", action="store_true", help="print each case and its time")
     options = parser.parse_args()
     began = time.time()

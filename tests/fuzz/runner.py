@@ -256,7 +256,15 @@ def judge(result, case) -> str | None:
 
 
 class Watchdog:
-    """SIGALRM interrupts a slow case; a thread ends the process if even that does not return."""
+    """Interrupts a case that runs past its timeout in CPU seconds, or five times that in wall seconds.
+
+    CPU time (SIGPROF) measures the case, not the machine: a busy or niced run
+    does not turn slow cases into hangs.  The wall-clock timer (SIGALRM) catches
+    a case blocked in a system call, which uses no CPU.  A thread ends the
+    process if even those signals do not return control.
+    """
+
+    WALL_FACTOR = 5
 
     def __init__(self, timeout: float):
         self.timeout = timeout
@@ -268,24 +276,27 @@ class Watchdog:
         while True:
             time.sleep(1)
             deadline = self.deadline
-            if deadline is not None and time.monotonic() > deadline + 4 * self.timeout:
+            if deadline is not None and time.monotonic() > deadline + 2 * self.WALL_FACTOR * self.timeout:
                 sys.stderr.write(f"\nfuzz: HANG (not interruptible) in {self.label}\n")
                 sys.stderr.flush()
                 os._exit(4)
 
     @contextlib.contextmanager
     def watch(self, label: str):
-        def alarm(signum, frame):
+        def expire(signum, frame):
             raise Hang()
 
-        previous = signal.signal(signal.SIGALRM, alarm)
+        previous = {sig: signal.signal(sig, expire) for sig in (signal.SIGALRM, signal.SIGPROF)}
         self.label, self.deadline = label, time.monotonic()
-        signal.setitimer(signal.ITIMER_REAL, self.timeout)
+        signal.setitimer(signal.ITIMER_PROF, self.timeout)
+        signal.setitimer(signal.ITIMER_REAL, self.WALL_FACTOR * self.timeout)
         try:
             yield
         finally:
+            signal.setitimer(signal.ITIMER_PROF, 0)
             signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, previous)
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
             self.deadline = None
 
 
@@ -311,7 +322,7 @@ def run(cases: int, seed: int = 0, timeout: float = 20.0, start: int = 0, progre
                 failure = judge(result, case)
                 excerpt = result.output[-600:]
             except Hang:
-                failure, excerpt = "hang", f"more than {timeout:g} s"
+                failure, excerpt = "hang", f"more than {timeout:g} CPU seconds or {Watchdog.WALL_FACTOR * timeout:g} wall seconds"
                 report.hangs += 1
                 result = None
             elapsed = time.perf_counter() - began
