@@ -1,10 +1,12 @@
 """`kvdsl export` against the floor it cannot beat: openpyxl writing the same workbook.
 
 In one run: exports the catalog with `kvdsl export`, loads the workbook it
-wrote with openpyxl and dumps its contents (every cell's value or formula and
-number format, the comments, the defined names, the data validations), then
-times a bare openpyxl script that writes those contents into a new workbook
-and saves it (the floor).  Each side runs as its own process, alternately,
+wrote with openpyxl and dumps its contents (every cell's value or formula,
+number format, font, fill, alignment, border and link; the comments; column
+widths, hidden and grouped columns, row heights, merged cells, frozen panes and
+print settings; the conditional formats, charts, data validations and defined
+names), then times a bare openpyxl script that writes those contents into a
+new workbook and saves it (the floor).  Each side runs as its own process, alternately,
 best of N; time is the wall time of the process, memory its peak resident
 set (`ru_maxrss`).  Time is compared as CPU time (user + system), which a
 busy machine disturbs less than wall time; both are printed.  The goals: export at most 2x the time and 1.5x the peak
@@ -44,32 +46,50 @@ def measure(args: list) -> tuple[float, float, float]:
 
 def dump(xlsx: Path, out: Path) -> dict:
     """The contents of a workbook as plain data, pickled to `out`; returns counts."""
+    from copy import copy
+
     from openpyxl import load_workbook
 
     wb = load_workbook(xlsx)
-    sheets = []
-    counts = {"cells": 0, "formulas": 0, "comments": 0, "names": 0, "validations": 0}
+    sheets, styles = [], {}  # each distinct (font, fill, alignment, border) once: unpickling is not openpyxl's cost
+    counts = {"cells": 0, "formulas": 0, "styled": 0, "comments": 0, "names": 0, "validations": 0,
+              "conditional formats": 0, "charts": 0}
     for ws in wb.worksheets:
         cells, comments = [], []
         for row in ws.iter_rows():
             for cell in row:
-                if cell.value is None:
+                style = None
+                if cell.has_style:
+                    style = styles.setdefault((copy(cell.font), copy(cell.fill), copy(cell.alignment), copy(cell.border)),
+                                              len(styles))
+                if cell.value is None and style is None:
                     continue
-                cells.append((cell.row, cell.column, cell.value, cell.number_format))
-                counts["cells"] += 1
+                link = cell.hyperlink.location or cell.hyperlink.target if cell.hyperlink else None
+                cells.append((cell.row, cell.column, cell.value, cell.number_format, style, link))
+                counts["cells"] += cell.value is not None
+                counts["styled"] += style is not None
                 counts["formulas"] += isinstance(cell.value, str) and cell.value.startswith("=")
                 if cell.comment is not None:
                     c = cell.comment
                     comments.append((cell.row, cell.column, c.text, c.author, c.width, c.height))
-        validations = [(dv.type, dv.formula1, str(dv.sqref), dv.allow_blank, dv.showErrorMessage, dv.errorTitle, dv.error)
-                       for dv in ws.data_validations.dataValidation]
+        columns = [(key, d.width, d.hidden, d.outlineLevel) for key, d in ws.column_dimensions.items()]
+        rows = [(key, d.height, d.hidden) for key, d in ws.row_dimensions.items() if d.height or d.hidden]
+        conditional = [(str(cf.sqref), rule) for cf in ws.conditional_formatting for rule in cf.rules]
+        layout = {"columns": columns, "rows": rows, "merged": [str(r) for r in ws.merged_cells.ranges],
+                  "freeze": ws.freeze_panes, "print_titles": ws.print_title_rows, "print_area": ws.print_area,
+                  "orientation": ws.page_setup.orientation, "fit_width": ws.page_setup.fitToWidth,
+                  "fit_height": ws.page_setup.fitToHeight, "fit": ws.sheet_properties.pageSetUpPr,
+                  "conditional": conditional, "charts": list(ws._charts),
+                  "validations": list(ws.data_validations.dataValidation)}
         counts["comments"] += len(comments)
-        counts["validations"] += len(validations)
-        sheets.append((ws.title, cells, comments, validations))
+        counts["validations"] += len(layout["validations"])
+        counts["conditional formats"] += len(conditional)
+        counts["charts"] += len(layout["charts"])
+        sheets.append((ws.title, cells, comments, layout))
     names = [(name, dn.attr_text) for name, dn in wb.defined_names.items()]
     counts["names"] = len(names)
     with open(out, "wb") as stream:
-        pickle.dump({"sheets": sheets, "names": names}, stream)
+        pickle.dump({"sheets": sheets, "names": names, "styles": list(styles)}, stream)
     return counts
 
 
@@ -78,25 +98,43 @@ def floor(data_path: str, out: str) -> None:
     from openpyxl import Workbook
     from openpyxl.comments import Comment
     from openpyxl.workbook.defined_name import DefinedName
-    from openpyxl.worksheet.datavalidation import DataValidation
 
     with open(data_path, "rb") as stream:
         data = pickle.load(stream)
     wb = Workbook()
     wb.remove(wb.active)
-    for title, cells, comments, validations in data["sheets"]:
+    for title, cells, comments, layout in data["sheets"]:
         ws = wb.create_sheet(title)
-        for row, col, value, number_format in cells:
+        for row, col, value, number_format, style, link in cells:
             cell = ws.cell(row, col, value)
             if number_format != "General":
                 cell.number_format = number_format
+            if style is not None:
+                cell.font, cell.fill, cell.alignment, cell.border = data["styles"][style]
+            if link:
+                cell.hyperlink = link
         for row, col, text, author, width, height in comments:
             ws.cell(row, col).comment = Comment(text, author, width=width, height=height)
-        for kind, formula1, sqref, allow_blank, show_error, error_title, error in validations:
-            dv = DataValidation(type=kind, formula1=formula1, allow_blank=allow_blank, showErrorMessage=show_error,
-                                errorTitle=error_title, error=error)
-            for ref in sqref.split():
-                dv.add(ref)
+        for key, width, hidden, level in layout["columns"]:
+            dim = ws.column_dimensions[key]
+            dim.width, dim.hidden, dim.outlineLevel = width, hidden, level
+        for key, height, hidden in layout["rows"]:
+            ws.row_dimensions[key].height, ws.row_dimensions[key].hidden = height, hidden
+        for ref in layout["merged"]:
+            ws.merge_cells(ref)
+        ws.freeze_panes = layout["freeze"]
+        if layout["print_titles"]:
+            ws.print_title_rows = layout["print_titles"]
+        if layout["print_area"]:
+            ws.print_area = layout["print_area"]
+        ws.page_setup.orientation = layout["orientation"]
+        ws.page_setup.fitToWidth, ws.page_setup.fitToHeight = layout["fit_width"], layout["fit_height"]
+        ws.sheet_properties.pageSetUpPr = layout["fit"]
+        for ref, rule in layout["conditional"]:
+            ws.conditional_formatting.add(ref, rule)
+        for chart in layout["charts"]:
+            ws.add_chart(chart, chart.anchor)
+        for dv in layout["validations"]:
             ws.add_data_validation(dv)
     for name, ref in data["names"]:
         wb.defined_names[name] = DefinedName(name, attr_text=ref)

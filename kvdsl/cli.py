@@ -71,6 +71,16 @@ def _fewer_collections() -> None:
 _YOUNGEST = 50_000
 
 
+def _release_memory() -> None:
+    """Empty SymPy's caches: what they hold is garbage once the formulas are printed."""
+    import sys
+
+    if "sympy" in sys.modules:
+        from sympy.core.cache import clear_cache
+
+        clear_cache()
+
+
 def _settings(values):
     from .api import parse_setting
 
@@ -416,7 +426,7 @@ def compare(path, block, sets, as_json):
 def export(paths, out, sets, force):
     """Write an Excel workbook in which every result is a live formula."""
     from .api import evaluate_paths
-    from .excel.workbook import write_workbook
+    from .excel.workbook import build_workbook, save_workbook
 
     if not out.lower().endswith(".xlsx"):
         raise UsageError(f"--out must name an .xlsx file, not `{out}`")
@@ -425,8 +435,9 @@ def export(paths, out, sets, force):
     from .files import check_writable
 
     check_writable(Path(out), force)
-    program, values = evaluate_paths(paths, _settings(sets))
-    written = write_workbook(program, values, out, list(paths), force=force)
+    workbook, written = build_workbook(*evaluate_paths(paths, _settings(sets)), list(paths))
+    _release_memory()  # the program is freed too: saving reuses their memory
+    save_workbook(workbook, out, force)
     click.echo(f"wrote {out}: {written['blocks']} blocks, {written['formulas']:,} formulas, "
                f"{written['names']:,} defined names; sheets: {', '.join(written['sheets'])}")
 

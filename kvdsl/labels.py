@@ -12,6 +12,7 @@ that overrides the rule (`gpus = 4`) keeps the label of the rule it overrides.
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 # Words a cell name abbreviates, as a label writes them.
@@ -30,6 +31,7 @@ class Label(NamedTuple):
         return f"{self.label}: {self.description}" if self.description else self.label
 
 
+@functools.lru_cache(maxsize=4096)
 def name_in_words(name: str) -> str:
     """`kv_bytes_per_gpu` -> "KV bytes per GPU": the label of a cell nobody labelled."""
     words = [WORDS.get(w, w) for w in name.replace(".", " ").split("_") for w in w.split()]

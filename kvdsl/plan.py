@@ -54,7 +54,7 @@ class Point:
         for cell in VARIED:
             affected |= depends_on(program, (block, cell))
         wanted = _ancestors(program, [(block, c) for c in OUTPUTS] + self._requirements(), affected)
-        self.order = [k for k in program.order if k in wanted and k[1] not in VARIED
+        self.order = [k for k in program.in_order(wanted) if k[1] not in VARIED
                       and program.cells[k].form in ("rule", "input", "require")]
 
     def _requirements(self):

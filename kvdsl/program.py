@@ -122,6 +122,7 @@ class Program:
         self._dependencies: dict = {}
         self._users: dict = {}
         self._dependents: dict = {}
+        self._position: Optional[dict] = None
         self.evaluated: tuple = ()  # (values, errors) of `evaluate` without solved cells, once done
 
     def block_keys(self, block: str) -> list:
@@ -131,6 +132,13 @@ class Program:
             for key in self.cells:
                 self._by_block.setdefault(key[0], []).append(key)
         return self._by_block.get(block, [])
+
+    def in_order(self, keys) -> list:
+        """`keys` in dependency order (as `order`), in time proportional to their number."""
+        if self._position is None:
+            self._position = {key: i for i, key in enumerate(self.order)}
+        position = self._position
+        return sorted((k for k in keys if k in position), key=position.__getitem__)
 
     def reading_blocks(self, block: str) -> set:
         """`block` and every block whose rules read its cells, directly or through others."""

@@ -33,7 +33,7 @@ class Feasibility:
         self.target = target
         self.constraint = constraint
         affected = depends_on(program, target)
-        self.order = [k for k in program.order if k in affected and k != target
+        self.order = [k for k in program.in_order(affected) if k != target
                       and program.cells[k].form in ("rule", "input", "require")]
 
     def values(self, x) -> dict:

@@ -130,7 +130,7 @@ class CompiledSweep:
         ]
         self.program = program
         self.values = values
-        self.order = [k for k in program.order if k in affected and k not in self.keys
+        self.order = [k for k in program.in_order(affected) if k not in self.keys
                       and program.cells[k].form in ("input", "rule")]
         self.bools = [program.cells[(block, n)].dim == "bool" for n in self.results]
 

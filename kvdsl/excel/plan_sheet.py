@@ -10,6 +10,8 @@ names `block.cell` keep base units and equal `kvdsl eval`.
 
 from __future__ import annotations
 
+import weakref
+
 from dataclasses import dataclass
 
 from ..labels import describe, is_labelled
@@ -52,7 +54,7 @@ class PlanSheet:
     """Positions and contents of the Plan sheet for a WorkbookWriter."""
 
     def __init__(self, writer):
-        self.w = writer
+        self.w = weakref.proxy(writer)  # no cycle: the program is freed with the writer, not by a collection
         self.program = writer.program
         names = writer.layout.blocks["deployment"]
         first = CONTENTS_FIRST + len(names) + 2

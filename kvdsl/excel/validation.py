@@ -8,6 +8,7 @@ number (`gpus >= 1`, `utilization <= 1`) gives a bound, and
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
@@ -39,15 +40,39 @@ class Bounds:
 def bounds(program, key) -> Optional[Bounds]:
     """The bounds the requirements of `key`'s block put on `key`, or None if none do."""
     block, cell = key
-    found = Bounds()
-    hit = False
+    by_block = _BOUNDS.setdefault(program, {})
+    if block not in by_block:
+        by_block[block] = _block_bounds(program, block)
+    return by_block[block].get(cell)
+
+
+_BOUNDS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # program -> block -> cell -> Bounds
+
+
+def _block_bounds(program, block: str) -> dict:
+    """Every cell of `block` that its requirements bound, read in one pass over them."""
+    found: dict = {}
     for name in program.blocks[block].requirements:
         rc = program.cells.get((block, name))
         if rc is None or rc.expr is None:
             continue
         for part in _conjuncts(rc.expr):
-            hit |= _apply(part, key, found)
-    return found if hit else None
+            for ref in _refs(part):
+                if ref.key[0] == block and not ref.via:
+                    rule = found.setdefault(ref.key[1], Bounds())
+                    if not _apply(part, ref.key, rule) and rule == Bounds():
+                        del found[ref.key[1]]
+    return found
+
+
+def _refs(part) -> list:
+    """The cells a comparison could bound: a side that is a cell, or floor's argument."""
+    if not isinstance(part, m.Binary):
+        return []
+    sides = [part.left, part.right]
+    if isinstance(part.left, m.Call) and len(part.left.args) == 1:
+        sides.append(part.left.args[0])
+    return list({side.key: side for side in sides if isinstance(side, CellRef)}.values())
 
 
 def _conjuncts(expr):

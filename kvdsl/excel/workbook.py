@@ -745,16 +745,15 @@ def _text(cell, text: str):
 
 def _divides(expr) -> bool:
     """Whether a rule divides anywhere (its value may then stop being whole)."""
-    import dataclasses
-
     from .. import model as m
 
-    if isinstance(expr, m.Binary) and expr.op == "/":
-        return True
-    if isinstance(expr, (list, tuple)):
-        return any(_divides(e) for e in expr)
-    if dataclasses.is_dataclass(expr) and not isinstance(expr, type):
-        return any(_divides(getattr(expr, f.name)) for f in dataclasses.fields(expr))
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, m.Binary) and node.op == "/":
+            return True
+        if isinstance(node, m._Node):
+            todo.extend(node.children())
     return False
 
 
@@ -847,15 +846,11 @@ def save_fixed(wb, stream) -> None:
         ExcelWriter(wb, archive).save()
 
 
-def write_workbook(program: Program, values: dict, out: str, sources: list, force: bool = False) -> dict:
-    """Write the workbook atomically; returns what was written (sheets, blocks, formulas, names)."""
-    from ..files import atomic_writer
-
+def build_workbook(program: Program, values: dict, sources: list):
+    """The workbook of `program` (not yet saved), and what it holds (sheets, blocks, formulas, names)."""
     writer = WorkbookWriter(program, values, sources)
     wb = writer.build()
-    with atomic_writer(out, force=force, binary=True) as stream:
-        save_fixed(wb, stream)
-    return {
+    return wb, {
         "sheets": wb.sheetnames,
         "blocks": sum(len(v) for v in writer.layout.blocks.values()),
         "formulas": writer.formulas,
@@ -864,4 +859,19 @@ def write_workbook(program: Program, values: dict, out: str, sources: list, forc
     }
 
 
-__all__ = ["write_workbook", "excel_name", "excel_text_literal", "WorkbookWriter"]
+def save_workbook(wb, out: str, force: bool = False) -> None:
+    """Write `wb` to `out` atomically, with fixed timestamps."""
+    from ..files import atomic_writer
+
+    with atomic_writer(out, force=force, binary=True) as stream:
+        save_fixed(wb, stream)
+
+
+def write_workbook(program: Program, values: dict, out: str, sources: list, force: bool = False) -> dict:
+    """Write the workbook atomically; returns what was written (sheets, blocks, formulas, names)."""
+    wb, written = build_workbook(program, values, sources)
+    save_workbook(wb, out, force)
+    return written
+
+
+__all__ = ["write_workbook", "build_workbook", "save_workbook", "excel_name", "excel_text_literal", "WorkbookWriter"]
