@@ -8,7 +8,7 @@ from fractions import Fraction
 from typing import Iterable, Optional
 
 from .errors import OPTION_PREFIX, SETTING_PREFIX, KvdslError, Span, UsageError, did_you_mean, flatten
-from .graph import Program, build
+from .graph import Program, build, merged_blocks
 from .loader import load
 from .model import Cell
 
@@ -51,10 +51,10 @@ def build_program(paths: Iterable[str], settings: Iterable[Setting] = ()) -> Pro
         return build(workspace)
     if workspace.errors:
         raise_workspace(workspace)
-    plain = build(workspace)
+    blocks = merged_blocks(workspace)
     overrides: dict[str, dict[str, Cell]] = {}
     for setting in settings:
-        for block in _targets(plain, setting):
+        for block in _targets(blocks, setting):
             overrides.setdefault(block, {})[setting.cell.name] = setting.cell
     with settings_as_usage_errors():
         return build(workspace, overrides)
@@ -79,20 +79,21 @@ def raise_workspace(workspace) -> None:
     raise_all(workspace.errors)
 
 
-def _targets(program: Program, setting: Setting) -> list[str]:
+def _targets(blocks: dict, setting: Setting) -> list[str]:
+    """The blocks a `--set` changes: the one it names, or every block that has the cell."""
     name = setting.cell.name
     if setting.block is not None:
-        info = program.blocks.get(setting.block)
+        info = blocks.get(setting.block)
         if info is None:
-            raise UsageError(f"--set: no block named `{setting.block}`", hint=did_you_mean(setting.block, program.blocks))
+            raise UsageError(f"--set: no block named `{setting.block}`", hint=did_you_mean(setting.block, blocks))
         if name not in _settable(info):
             raise UsageError(f"--set: {info.kind} `{setting.block}` has no cell `{name}`", hint=did_you_mean(name, _settable(info)))
         return [setting.block]
-    found = [b for b, info in program.blocks.items() if name in _settable(info)]
+    found = [b for b, info in blocks.items() if name in _settable(info)]
     if setting.cell.form == "unknown":  # `NAME=?` means: solve it where there is something to solve against
-        found = [b for b in found if "fits" in program.blocks[b].cells]
+        found = [b for b in found if "fits" in blocks[b].cells]
     if not found:
-        every = {c for info in program.blocks.values() for c in _settable(info)}
+        every = {c for info in blocks.values() for c in _settable(info)}
         raise UsageError(f"--set: no block has a cell `{name}`", hint=did_you_mean(name, every))
     return found
 

@@ -18,7 +18,7 @@ from .merge import Merger, Silent
 from .names import NameResolver
 from .program import BlockInfo, CellRef, Form, Key, Origin, Program, ResolvedCell, map_names, walk_refs
 
-__all__ = ["build", "BlockInfo", "CellRef", "Form", "Key", "Origin", "Program", "ResolvedCell", "map_names", "walk_refs"]
+__all__ = ["build", "merged_blocks", "BlockInfo", "CellRef", "Form", "Key", "Origin", "Program", "ResolvedCell", "map_names", "walk_refs"]
 
 
 class _Resolver(Merger, NameResolver, DimensionChecker):
@@ -41,13 +41,18 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
         self.order: list[Key] = []
         self.readers: dict = {}  # block -> the other blocks whose rules read its cells
 
-    def run(self) -> Program:
+    def merge(self) -> dict:
+        """Pass 1 alone: the blocks, each with every cell it has."""
         self.collect_blocks()
         self.check_user_defaults()
         for info in self.blocks.values():
             self.merge_block(info)
         for info in self.blocks.values():
             self.instantiate(info)
+        return self.blocks
+
+    def run(self) -> Program:
+        self.merge()
         self._poisoned.update(key for key, rc in self.cells.items() if rc.form == Form.DECLARE)
         for rc in self.cells.values():
             self.check_slot(rc)
@@ -58,6 +63,14 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
         unique = {(type(e), e.message, e.span): e for e in self.errors if not isinstance(e, Silent)}
         raise_all(list(unique.values()))
         return Program(self.blocks, self.cells, self.order, self.readers)
+
+
+def merged_blocks(ws: Workspace) -> dict:
+    """The blocks of a workspace after merging (pass 1), or raise its errors: which cells each block has."""
+    resolver = _Resolver(ws, {})
+    blocks = resolver.merge()
+    raise_all([e for e in resolver.errors if not isinstance(e, Silent)])
+    return blocks
 
 
 def build(ws: Workspace, overrides: Optional[dict] = None) -> Program:

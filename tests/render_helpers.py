@@ -15,6 +15,8 @@ import subprocess
 import zipfile
 from pathlib import Path
 
+from workbook_helpers import without_notes
+
 MARKER = re.compile(r"\[\[sheet:(.*?)\]\]")
 FOOTER = "&amp;L[[sheet:&amp;A]]"
 # Elements that follow <headerFooter> in a worksheet (ECMA-376 CT_Worksheet order).
@@ -52,8 +54,13 @@ def _with_footer(xml: str) -> str:
 
 
 def mark_sheets(source: Path, out: Path) -> Path:
-    """Copy the xlsx `source` to `out` with the sheet marker in every worksheet's footer."""
-    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
+    """Copy the xlsx `source` to `out` with the sheet marker in every worksheet's footer.
+
+    The copy has no notes (`without_notes`): they do not print, and loading
+    them is most of LibreOffice's time.
+    """
+    bare = without_notes(source, out.with_name(out.stem + "-without-notes.xlsx"))
+    with zipfile.ZipFile(bare) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
         for item in zin.infolist():
             data = zin.read(item.filename)
             if re.fullmatch(r"xl/worksheets/sheet\d+\.xml", item.filename):

@@ -57,8 +57,35 @@ def eval_json(paths, settings=()) -> dict:
     return json.loads(result.stdout)["blocks"]
 
 
+NOTE_PARTS = re.compile(r"xl/comments/comment\d+\.xml|xl/drawings/commentsDrawing\d+\.vml")
+NOTE_RELATION = re.compile(r'<Relationship [^>]*Type="[^"]*/(?:comments|vmlDrawing)"[^>]*/>')
+
+
+def without_notes(source, out) -> Path:
+    """Copy the xlsx `source` to `out` without its cells' notes (comments), byte for byte otherwise."""
+    import zipfile
+
+    with zipfile.ZipFile(source) as zin, zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as zout:
+        for item in zin.infolist():
+            if NOTE_PARTS.fullmatch(item.filename):
+                continue
+            data = zin.read(item.filename)
+            if re.fullmatch(r"xl/worksheets/_rels/sheet\d+\.xml\.rels", item.filename):
+                data = NOTE_RELATION.sub("", data.decode("utf-8")).encode("utf-8")
+            elif re.fullmatch(r"xl/worksheets/sheet\d+\.xml", item.filename):
+                data = re.sub(r"<legacyDrawing [^>]*/>", "", data.decode("utf-8")).encode("utf-8")
+            elif item.filename == "[Content_Types].xml":
+                data = re.sub(r'<Override PartName="/xl/comments/[^"]*"[^>]*/>', "", data.decode("utf-8")).encode("utf-8")
+            zout.writestr(item, data)
+    return Path(out)
+
+
 def recalculate(paths, outdir=None, profile=None) -> list:
     """Recalculate workbooks in ONE LibreOffice run; returns the recalculated paths (same order).
+
+    LibreOffice reads copies without the cells' notes (`without_notes`): they
+    hold no value, and loading the catalog's twelve thousand takes LibreOffice
+    25 of its 30 seconds.
 
     The output goes to `outdir` (default: `recalculated/` beside the first
     file) and LibreOffice uses its own profile (default: `lo-profile/` beside
@@ -72,9 +99,12 @@ def recalculate(paths, outdir=None, profile=None) -> list:
     outdir = Path(outdir) if outdir else paths[0].parent / "recalculated"
     profile = Path(profile) if profile else outdir.parent / "lo-profile"
     outdir.mkdir(parents=True, exist_ok=True)
+    bare = outdir.parent / f"{outdir.name}-without-notes"
+    bare.mkdir(exist_ok=True)
+    sources = [without_notes(p, bare / p.name) for p in paths]
     proc = subprocess.run(
         [soffice, f"-env:UserInstallation={profile.resolve().as_uri()}", "--headless",
-         "--convert-to", "xlsx", "--outdir", str(outdir), *map(str, paths)],
+         "--convert-to", "xlsx", "--outdir", str(outdir), *map(str, sources)],
         capture_output=True, text=True, timeout=1800)
     outs = [outdir / p.name for p in paths]
     missing = [str(o) for o in outs if not o.exists()]
