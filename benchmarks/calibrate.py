@@ -123,16 +123,33 @@ def batch_of(table, row, point, max_batch):
 
 
 def setup(row):
-    """What a deployment of the row is made of: rows that agree share one."""
-    return (row["model_key"], row["gpu"], row["gpus"], row["pp"] or 1, row["weights_dtype"], row["isl"], row["osl"] or 128)
+    """What a deployment of the row is made of: rows that agree share one.
+
+    GPU count and request lengths are not part of it: each row sets them on
+    its deployment (`Point`), as a workload's lengths would.
+    """
+    return (row["model_key"], row["gpu"], row["pp"] or 1, row["weights_dtype"])
 
 
-def spec_text(setups):
+def lengths(row) -> dict:
+    """The row's request: the deployment cells a workload of these lengths sets."""
+    isl, osl = row["isl"], row["osl"] or 128
+    return {"prompt_tokens": isl, "output_tokens": osl, "context": isl + osl}
+
+
+def spec_text(setups, rows):
+    """A spec with one deployment per setup, at the GPU count and lengths of its first row."""
+    first = {}
+    for _, _, row, _ in rows:
+        first.setdefault(setup(row), row)
     imports = {f"specs/models/{MODELS[s[0]]}.kvspec" for s in setups}
     imports |= {f"specs/hardware/{GPUS[s[1]]}.kvspec" for s in setups}
     lines = [f'import "{ROOT / p}"' for p in sorted(imports)]
     workloads = set()
-    for i, (model, gpu, gpus, stages, weights, isl, osl) in enumerate(setups):
+    for i, key in enumerate(setups):
+        model, gpu, stages, weights = key
+        row = first[key]
+        isl, osl, gpus = row["isl"], row["osl"] or 128, row["gpus"]
         w = f"w_{isl}_{osl}"
         if w not in workloads:
             workloads.add(w)
@@ -141,7 +158,7 @@ def spec_text(setups):
         kv = "fp8" if dtype in ("fp8", "nvfp4") else "fp16"
         # the 8-GPU rows of the Falcon blog state no split: read as tensor parallel over 8
         lines.append(
-            f'deployment r{i} "{model} on {gpus} x {gpu}" {{\n'
+            f'deployment r{i} "{model} on {gpu}" {{\n'
             f"    model = {MODELS[model]}\n    hardware = {GPUS[gpu]}\n"
             f"    gpus = {gpus}\n    pipeline_stages = {stages}\n    workload = {w}\n"
             f"    weight_dtype = {dtype}\n    kv_dtype = {kv}\n    utilization = 0.95\n}}")
@@ -158,7 +175,7 @@ def predict(settings=()):
     setups = list(dict.fromkeys(setup(row) for _, _, row, _ in rows))
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "benchmarks.kvspec"
-        path.write_text(spec_text(setups))
+        path.write_text(spec_text(setups, rows))
         try:
             program, base = evaluate_paths([str(path)], [parse_setting(s) for s in settings])
         except ErrorList as errors:
@@ -169,9 +186,11 @@ def predict(settings=()):
     for table, name, row, point in rows:
         block = index[setup(row)]
         if block not in points:
-            points[block] = Point(program, base, block)
-        batch = batch_of(table, row, point, int(base[(block, "max_batch")]))
-        values = points[block].at(row["gpus"], batch, 1)
+            points[block] = Point(program, base, block, also=("prompt_tokens", "output_tokens", "context"))
+        request = lengths(row)
+        max_batch = points[block].at(row["gpus"], 1, 1, **request)["max_batch"]
+        batch = batch_of(table, row, point, int(max_batch))
+        values = points[block].at(row["gpus"], batch, 1, **request)
         v = lambda cell: float(values[cell])  # noqa: E731
         metric = row["metric"]
         if metric in ("ttft", "ttft_mean"):

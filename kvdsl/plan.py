@@ -44,26 +44,31 @@ class Plan:
 
 
 class Point:
-    """One deployment block whose `gpus`, `batch` and `replicas` are re-evaluated cheaply."""
+    """One deployment block whose `gpus`, `batch` and `replicas` are re-evaluated cheaply.
 
-    def __init__(self, program, base: dict, block: str):
+    `also` names more of the block's cells to vary the same way (`prompt_tokens`).
+    """
+
+    def __init__(self, program, base: dict, block: str, also: tuple = ()):
         from .search import depends_on
 
         self.program, self.base, self.block = program, base, block
+        self.varied = VARIED + tuple(also)
         affected = set()
-        for cell in VARIED:
+        for cell in self.varied:
             affected |= depends_on(program, (block, cell))
         wanted = _ancestors(program, [(block, c) for c in OUTPUTS] + self._requirements(), affected)
-        self.order = [k for k in program.in_order(wanted) if k[1] not in VARIED
+        self.order = [k for k in program.in_order(wanted) if not (k[0] == block and k[1] in self.varied)
                       and program.cells[k].form in ("rule", "input", "require")]
 
     def _requirements(self):
         info = self.program.blocks[self.block]
         return [(self.block, name) for name in info.requirements]
 
-    def at(self, gpus: int, batch: int, replicas: int) -> dict:
-        """The block's cells (those re-evaluated, and the rest as they were) at these counts."""
+    def at(self, gpus: int, batch: int, replicas: int, **also) -> dict:
+        """The block's cells (those re-evaluated, and the rest as they were) at these counts and `also` values."""
         changed = {(self.block, cell): Fraction(value) for cell, value in zip(VARIED, (gpus, batch, replicas))}
+        changed.update(((self.block, cell), Fraction(also[cell])) for cell in self.varied[len(VARIED):])
         values = ChainMap(changed, self.base)
         for key in self.order:
             try:
