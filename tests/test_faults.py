@@ -316,8 +316,11 @@ def test_compare_a_missing_block_with_a_setting_everywhere_answers_quickly():
 
 # ---------------------------------------------------------------- temporary files are cleaned (16.7)
 
+# The writer raises KeyboardInterrupt on SIGINT even when started from a
+# background job, which inherits SIGINT ignored.
 WRITER = """
-import sys, time
+import signal, sys, time
+signal.signal(signal.SIGINT, signal.default_int_handler)
 from kvdsl.files import atomic_writer
 with atomic_writer(sys.argv[1]) as stream:
     stream.write("partial")
