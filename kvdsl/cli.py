@@ -436,7 +436,7 @@ def export(paths, out, sets, force):
 
     check_writable(Path(out), force)
     workbook, written = build_workbook(*evaluate_paths(paths, _settings(sets)), list(paths))
-    _release_memory()  # the program is freed too: saving reuses their memory
+    _release_memory()  # nothing refers to the program now: saving reuses its memory
     save_workbook(workbook, out, force)
     click.echo(f"wrote {out}: {written['blocks']} blocks, {written['formulas']:,} formulas, "
                f"{written['names']:,} defined names; sheets: {', '.join(written['sheets'])}")

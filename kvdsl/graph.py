@@ -66,10 +66,14 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
 
 
 def merged_blocks(ws: Workspace) -> dict:
-    """The blocks of a workspace after merging (pass 1), or raise its errors: which cells each block has."""
+    """The blocks of a workspace after merging (pass 1): which cells each block has.
+
+    A workspace with errors raises every one of them, as `build` does.
+    """
     resolver = _Resolver(ws, {})
     blocks = resolver.merge()
-    raise_all([e for e in resolver.errors if not isinstance(e, Silent)])
+    if any(not isinstance(e, Silent) for e in resolver.errors):
+        build(ws)
     return blocks
 
 
