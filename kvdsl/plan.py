@@ -53,12 +53,13 @@ class Point:
         from .search import depends_on
 
         self.program, self.base, self.block = program, base, block
-        self.varied = VARIED + tuple(also)
+        self.also = tuple(also)
+        varied = VARIED + self.also
         affected = set()
-        for cell in self.varied:
+        for cell in varied:
             affected |= depends_on(program, (block, cell))
         wanted = _ancestors(program, [(block, c) for c in OUTPUTS] + self._requirements(), affected)
-        self.order = [k for k in program.in_order(wanted) if not (k[0] == block and k[1] in self.varied)
+        self.order = [k for k in program.in_order(wanted) if not (k[0] == block and k[1] in varied)
                       and program.cells[k].form in ("rule", "input", "require")]
 
     def _requirements(self):
@@ -68,7 +69,7 @@ class Point:
     def at(self, gpus: int, batch: int, replicas: int, **also) -> dict:
         """The block's cells (those re-evaluated, and the rest as they were) at these counts and `also` values."""
         changed = {(self.block, cell): Fraction(value) for cell, value in zip(VARIED, (gpus, batch, replicas))}
-        changed.update(((self.block, cell), Fraction(also[cell])) for cell in self.varied[len(VARIED):])
+        changed.update(((self.block, cell), Fraction(also[cell])) for cell in self.also)
         values = ChainMap(changed, self.base)
         for key in self.order:
             try:

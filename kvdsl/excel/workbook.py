@@ -867,11 +867,4 @@ def save_workbook(wb, out: str, force: bool = False) -> None:
         save_fixed(wb, stream)
 
 
-def write_workbook(program: Program, values: dict, out: str, sources: list, force: bool = False) -> dict:
-    """Write the workbook atomically; returns what was written (sheets, blocks, formulas, names)."""
-    wb, written = build_workbook(program, values, sources)
-    save_workbook(wb, out, force)
-    return written
-
-
-__all__ = ["write_workbook", "build_workbook", "save_workbook", "excel_name", "excel_text_literal", "WorkbookWriter"]
+__all__ = ["build_workbook", "save_workbook", "excel_name", "excel_text_literal", "WorkbookWriter"]
