@@ -35,11 +35,7 @@ PREDICTED = {
     "V19": ("v19_deepseek_r1_h200x8", None),
     "V20": ("v20_deepseek_v2_lite_l4x4", None),
     "V23": ("v23_qwen3_next_80b_h200x2", None),
-    "V25": ("v25_nemotron_3_nano_4b_gb10",
-            "the log leaves 1.90 GiB beside the logged weights for the profile, less than PyTorch's "
-            "sampler alone needs (4.75 GiB) on vLLM 0.13's default path: the log does not say which "
-            "sampler NVIDIA's build runs, nor which modules its FP8 checkpoint keeps in BF16, and on a "
-            "unified-memory GB10 vLLM counts the host's memory changes as non-torch memory"),
+    "V25": ("v25_nemotron_3_nano_4b_gb10", None),
 }
 
 
