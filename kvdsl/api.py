@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from contextlib import contextmanager
 from dataclasses import dataclass
 from fractions import Fraction
@@ -42,11 +43,37 @@ def parse_setting(text: str, option: Optional[str] = None) -> Setting:
     return Setting(block or None, cell)
 
 
+# the programs built last, by what they were built from (most recent last);
+# a Program is not changed once built, so one can be handed out again
+_BUILT: "OrderedDict[tuple, Program]" = OrderedDict()
+BUILT_KEPT = 2
+
+
 def build_program(paths: Iterable[str], settings: Iterable[Setting] = ()) -> Program:
-    """Load specs and resolve them, applying settings; raise every error found."""
-    paths = list(paths)
+    """Load specs and resolve them, applying settings; raise every error found.
+
+    The same files (same texts) with the same settings give the same program:
+    the last few built are kept and handed out again.
+    """
     settings = list(settings)
-    workspace = load(paths)
+    workspace = load(list(paths))
+    key = (workspace.fingerprint, tuple((s.block, s.cell.source, s.cell.span.path) for s in settings))
+    program = _BUILT.get(key)
+    if program is None:
+        program = _build(workspace, settings)
+        _BUILT[key] = program
+    _BUILT.move_to_end(key)
+    while len(_BUILT) > BUILT_KEPT:
+        _BUILT.popitem(last=False)
+    return program
+
+
+def forget_programs() -> None:
+    """Drop the programs kept by `build_program` (their memory can then be reused)."""
+    _BUILT.clear()
+
+
+def _build(workspace, settings: list) -> Program:
     if not settings:
         return build(workspace)
     if workspace.errors:

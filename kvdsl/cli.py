@@ -72,9 +72,12 @@ _YOUNGEST = 50_000
 
 
 def _release_memory() -> None:
-    """Empty SymPy's caches: what they hold is garbage once the formulas are printed."""
+    """Empty SymPy's caches and the kept programs: what they hold is garbage once the formulas are printed."""
     import sys
 
+    from .api import forget_programs
+
+    forget_programs()
     if "sympy" in sys.modules:
         from sympy.core.cache import clear_cache
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ImportFailure, KvdslError, Span, flatten
 from .model import Block, Defaults, Import, SpecFile
-from .parser import parse_cached, parse_file
+from .parser import parse_cached, read_spec
 
 PRELUDE = Path(__file__).with_name("prelude")
 _OVERLAY: contextvars.ContextVar = contextvars.ContextVar("overlay", default={})
@@ -37,6 +38,9 @@ class Workspace:
     defaults: list = field(default_factory=list)  # (Defaults, is_prelude), prelude first
     files: list = field(default_factory=list)  # display paths, in load order
     errors: list = field(default_factory=list)
+    # a digest of every file's display path and text, in load order: two
+    # workspaces with the same one resolve to the same program
+    fingerprint: str = ""
 
 
 def display_path(path: Path) -> str:
@@ -58,6 +62,7 @@ class _Loader:
         self.ws = Workspace()
         self.done: set[Path] = set()
         self.stack: list[Path] = []
+        self.digest = hashlib.blake2b(digest_size=20)
 
     def load(self, path: Path, prelude: bool, span: Span | None = None) -> None:
         overlay = _OVERLAY.get()
@@ -80,7 +85,10 @@ class _Loader:
             self.ws.errors.append(ImportFailure(f"cannot read `{shown}`: {what}", span))
             return
         try:
-            spec = parse_cached(overlay[path], shown) if path in overlay else parse_file(path, shown)
+            text = overlay[path] if path in overlay else read_spec(path, shown)
+            self.digest.update(f"{len(shown)}:{shown}{len(text)}:{int(prelude)}".encode("utf-8", "surrogatepass"))
+            self.digest.update(text.encode("utf-8", "surrogatepass"))
+            spec = parse_cached(text, shown)
         except KvdslError as exc:
             self.ws.errors.extend(flatten(exc))
             return
@@ -113,4 +121,5 @@ def load(paths: list[str]) -> Workspace:
         loader.load(path, prelude=True)
     for given in paths:
         loader.load(Path(given), prelude=False)
+    loader.ws.fingerprint = loader.digest.hexdigest()
     return loader.ws

@@ -185,11 +185,16 @@ def _unit_case_hint(number: str, unit: str) -> str:
 MAX_FILE_BYTES = 16 * 1024 * 1024
 
 
-def parse_file(path: Path, display: str) -> SpecFile:
-    """Read and parse one file; `display` is the path shown in messages."""
+def read_spec(path: Path, display: str) -> str:
+    """One file's text; `display` is the path shown in messages."""
     if path.stat().st_size > MAX_FILE_BYTES:
         raise InvalidValueError(f"the file is larger than {MAX_FILE_BYTES // 2**20} MiB: not a spec", _point(display, 1, 1))
-    return parse_cached(decode(path.read_bytes(), display), display)
+    return decode(path.read_bytes(), display)
+
+
+def parse_file(path: Path, display: str) -> SpecFile:
+    """Read and parse one file; `display` is the path shown in messages."""
+    return parse_cached(read_spec(path, display), display)
 
 
 def parse_cached(text: str, display: str) -> SpecFile:
