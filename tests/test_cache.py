@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from kvdsl import cache
+from kvdsl.api import build_program, evaluate_paths, forget_programs, parse_setting
 from kvdsl.errors import KvdslError
 from kvdsl.parser import parse_file
 
@@ -82,3 +83,37 @@ def test_off_or_unusable_the_cache_is_skipped(tmp_path, monkeypatch):
     assert parse_file(spec, "m.kvspec").items
     assert not (tmp_path / "c").exists()
     cache.directory.cache_clear()
+
+
+# ---- programs kept in memory by build_program ----------------------------------
+
+
+def test_the_same_texts_and_settings_give_the_program_built_before(tmp_path):
+    forget_programs()
+    spec = tmp_path / "m.kvspec"
+    spec.write_text(SPEC)
+    first = build_program([str(spec)])
+    assert build_program([str(spec)]) is first
+    with_set = build_program([str(spec)], [parse_setting("m.layers=3")])
+    assert with_set is not first
+    assert build_program([str(spec)], [parse_setting("m.layers=3")]) is with_set
+    assert build_program([str(spec)], [parse_setting("m.layers=4")]) is not with_set
+
+
+def test_a_changed_file_is_built_again(tmp_path):
+    forget_programs()
+    spec = tmp_path / "m.kvspec"
+    spec.write_text(SPEC)
+    first = build_program([str(spec)])
+    spec.write_text(SPEC.replace("layers = 2", "layers = 5"))
+    again = build_program([str(spec)])
+    assert again is not first
+    assert evaluate_paths([str(spec)])[1][("m", "layers")] == 5
+
+
+def test_forgotten_programs_are_built_again(tmp_path):
+    spec = tmp_path / "m.kvspec"
+    spec.write_text(SPEC)
+    first = build_program([str(spec)])
+    forget_programs()
+    assert build_program([str(spec)]) is not first

@@ -23,7 +23,7 @@ from kvdsl.cli import main
 from kvdsl.evaluate import evaluate
 from kvdsl.search import depends_on
 from kvdsl.excel.workbook import WHAT_IF_CONTEXTS, excel_name
-from workbook_helpers import (CATALOG, ROOT, cli, compare_numeric, destination, error_cells, eval_json, export,
+from workbook_helpers import (CATALOG, ROOT, cli, compare_numeric, shared_catalog_export, destination, error_cells, eval_json, export,
                               libreoffice, named, recalculate, same_value, set_typed, typed_cell)
 
 SHEETS = ["Plan", "Deployments", "Models", "Hardware", "Workloads", "README", "Summary", "Comparison", "What-if", "Formats",
@@ -159,11 +159,9 @@ def workdir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def catalog_export(workdir):
-    """`kvdsl export` of the catalog into an empty directory: (its Result, the workbook's path)."""
-    out = workdir / "catalog" / "catalog.xlsx"
-    out.parent.mkdir()
-    return cli("export", CATALOG, "-o", out), out
+def catalog_export(tmp_path_factory):
+    """`kvdsl export` of the catalog into an empty directory: (what it printed, the workbook's path)."""
+    return shared_catalog_export(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")

@@ -15,14 +15,15 @@ import pytest
 from kvdsl.api import evaluate_paths
 from kvdsl.labels import describe
 from kvdsl.excel.workbook import SHEETS, YES_NO
-from workbook_helpers import CATALOG, ROOT, destination, export, typed_cell
+from workbook_helpers import CATALOG, ROOT, destination, export, shared_catalog_export, typed_cell
 
 MISTRAL = ROOT / "specs" / "deployments" / "mistral_7b_l4.kvspec"
 
 
 @pytest.fixture(scope="module")
 def catalog(tmp_path_factory):
-    out = export(CATALOG, tmp_path_factory.mktemp("plan") / "catalog.xlsx")
+    result, out = shared_catalog_export(tmp_path_factory)
+    assert result.exit_code == 0, result.output
     return openpyxl.load_workbook(out)
 
 

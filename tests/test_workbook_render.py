@@ -20,7 +20,7 @@ import pytest
 
 from kvdsl.excel.charts import SERIES_PER_CHART, memory_bar_chart
 from render_helpers import mark_sheets, pages_per_sheet, pdf_pages, render_pdfs, sheet_of, tools_missing
-from workbook_helpers import CATALOG, ROOT, destination, export, recalculate
+from workbook_helpers import CATALOG, ROOT, destination, export, recalculate, shared_catalog_export
 
 SMALL = ROOT / "specs" / "deployments" / "mistral_7b_l4.kvspec"
 MISSING = tools_missing()
@@ -43,8 +43,10 @@ def workdir(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def exports(workdir) -> dict:
-    return {"catalog": export(CATALOG, workdir / "catalog.xlsx"), "small": export(SMALL, workdir / "small.xlsx")}
+def exports(workdir, tmp_path_factory) -> dict:
+    result, catalog = shared_catalog_export(tmp_path_factory)
+    assert result.exit_code == 0, result.output
+    return {"catalog": catalog, "small": export(SMALL, workdir / "small.xlsx")}
 
 
 @pytest.fixture(scope="module")

@@ -46,6 +46,42 @@ def export(paths, out, *extra) -> Path:
     return Path(out)
 
 
+class Exported:
+    """What `kvdsl export` printed and how it ended, kept for a workbook exported once."""
+
+    def __init__(self, exit_code: int, stdout: str):
+        self.exit_code, self.stdout, self.output, self.exception = exit_code, stdout, stdout, None
+
+
+def shared_catalog_export(tmp_path_factory) -> tuple:
+    """`kvdsl export specs/catalog.kvspec`, run from the repository root once per
+    test run and shared by every test and worker: (Exported, the workbook's path).
+
+    The workbook is alone in its directory; the tests only read it.
+    """
+    import fcntl
+
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent / f"catalog-{run}" if run else base / "catalog-shared"
+    shared.mkdir(exist_ok=True)
+    out, printed = shared / "catalog" / "catalog.xlsx", shared / "export.out"
+    with open(shared / "lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # the first worker exports, the others wait for it
+        if not printed.exists():
+            out.parent.mkdir(exist_ok=True)
+            here = os.getcwd()
+            os.chdir(ROOT)  # the export records the spec path as given
+            try:
+                result = cli("export", "specs/catalog.kvspec", "-o", out)
+            finally:
+                os.chdir(here)
+            assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+            printed.write_text(f"{result.exit_code}\n{result.stdout}", encoding="utf-8")
+    code, _, stdout = printed.read_text(encoding="utf-8").partition("\n")
+    return Exported(int(code), stdout), out
+
+
 def eval_json(paths, settings=()) -> dict:
     """`kvdsl eval PATHS --json --set S...` -> the `blocks` mapping."""
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
