@@ -409,12 +409,38 @@ def _condition_text(condition, env) -> str:
     symbols = condition.free_symbols
     if len(symbols) == 1:
         x = next(iter(symbols))
-        try:
-            condition = sp.solve_univariate_inequality(condition, x, relational=True)
-        except (NotImplementedError, ValueError, TypeError):
-            pass
+        bound = _linear_bound(condition, x)
+        if bound is not None:
+            condition = bound
+        else:
+            try:
+                condition = sp.solve_univariate_inequality(condition, x, relational=True)
+            except (NotImplementedError, ValueError, TypeError):
+                pass
         condition = condition.subs({sp.Lt(x, sp.oo): sp.true, sp.Lt(-sp.oo, x): sp.true, sp.Lt(0, x): sp.true})
     return sp.sstr(condition)
+
+
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _linear_bound(condition, x):
+    """`a*x + b < 0` (or <=, >, >=) with a number a: the bound on x, as SymPy's
+    solve_univariate_inequality writes it (`x < r`, `r <= x`), without its cost;
+    None for any other condition."""
+    if not isinstance(condition, sp.core.relational.Relational) or condition.rel_op not in _FLIPPED:
+        return None
+    expr = condition.lhs - condition.rhs
+    if not expr.is_polynomial(x) or sp.degree(expr, x) != 1:
+        return None
+    a = expr.coeff(x, 1)
+    if not a.is_number or not a.is_nonzero:
+        return None
+    root = -expr.coeff(x, 0) / a
+    op = condition.rel_op if a.is_positive else _FLIPPED[condition.rel_op]
+    if op in ("<", "<="):
+        return sp.Rel(x, root, op)
+    return sp.Rel(root, x, _FLIPPED[op])
 
 
 def _why_not(program: Program, block: str, cell: str, base: dict, constraint, x, env, feasible) -> str:

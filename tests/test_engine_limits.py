@@ -19,7 +19,8 @@ from cli_helpers import cli
 SPEC = Path(__file__).parent / "specs" / "tp_limits.kvspec"
 # 32 heads, 8 KV heads: a size divides 32 and either divides 8 or is a multiple of it
 RUNS_32_HEADS = {1, 2, 4, 8, 16, 32}
-BATCHES = range(1, 41, 3)
+# batches whose ideal answers are 1, 2, 3, 4, 5, 6, 8 and 10 GPUs
+BATCHES = (1, 4, 10, 13, 18, 19, 22, 40)
 
 
 def solved_gpus(engine: str, batch: int) -> int | None:
@@ -34,7 +35,7 @@ def answers():
 
 def test_the_ideal_accounting_answers_sizes_engines_refuse(answers):
     ideal = {answers[("ideal", b)] for b in BATCHES}
-    assert ideal & {3, 5, 6, 7}, ideal
+    assert ideal >= {3, 5, 6}, ideal
 
 
 def test_vllm_never_answers_3_5_6_or_7(answers):

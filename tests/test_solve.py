@@ -476,3 +476,17 @@ def test_explain_follows_into_the_model_spec(explanation):
     assert re.search(r"^\s+hardware\.memory = 79\.65 GiB  \(input\) \[.*h100_sxm\.kvspec:\d+\]$", explanation, re.M)
     # prelude defaults the model inherits point at the prelude's model.kvspec
     assert re.search(r"model\.sliding_layers = 0  \(input\) \[.*model\.kvspec:\d+\]", explanation)
+
+
+@pytest.mark.parametrize("op", ["<", "<=", ">", ">="])
+@pytest.mark.parametrize("a, b", [(3, -24), (-3, 24), (2, 5), (-7, -1), ("1/3", "-5/2"), (1, 0)])
+def test_a_linear_regime_bound_reads_as_sympy_writes_it(op, a, b):
+    import sympy as sp
+
+    from kvdsl.solve import _linear_bound
+
+    x = sp.Symbol("gpus")
+    condition = sp.Rel(sp.Rational(a) * x + sp.Rational(b), 0, op)
+    expected = sp.solve_univariate_inequality(condition, x, relational=True)
+    expected = expected.subs({sp.Lt(x, sp.oo): sp.true, sp.Lt(-sp.oo, x): sp.true})
+    assert sp.sstr(_linear_bound(condition, x)) == sp.sstr(expected)
