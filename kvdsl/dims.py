@@ -12,7 +12,7 @@ from . import model as m
 from .errors import CycleError, DimensionError, UnknownNameError, did_you_mean
 from .functions import FUNCTIONS
 from .names import ERROR, REF, TEXT
-from .program import CellRef, Form, Key, ResolvedCell
+from .program import CellRef, Form, Key, ResolvedCell, walk_refs
 from .units import BOOL, NUMBER, Dim
 
 
@@ -62,7 +62,7 @@ class DimensionChecker:
         if rc.form == Form.INPUT and isinstance(rc.expr, m.Num) and rc.expr.bare:
             if isinstance(inherited, Dim) and not inherited.dimensionless:
                 rc.expr = dataclasses.replace(rc.expr, dim=inherited, bare=False)
-        dim = self._infer(rc.expr)
+        dim = self._infer_shared(rc) if rc.form in (Form.RULE, Form.REQUIRE) else self._infer(rc.expr)
         dim = NUMBER if dim is ZERO else dim
         if rc.form == Form.REQUIRE:
             if dim not in (BOOL, ERROR):
@@ -74,6 +74,29 @@ class DimensionChecker:
                 f"`{rc.local_name}` is {describe(inherited)}, but this is {describe(dim)}", where,
                 hint=_count_hint(rc, inherited) or f"`{rc.local_name}` is defined at {rc.shadowed[0].span}"))
             return ERROR
+        return dim
+
+    def _infer_shared(self, rc: ResolvedCell):
+        """`_infer` of a rule, done once for every cell made from the same
+        source cell whose references have the same dimensions (a prelude rule
+        in each deployment, an engine's rule in each deployment)."""
+        dims = []
+        for ref in walk_refs(rc.expr):
+            dim = self._dims[ref.key] if ref.key in self._dims else self.dim_of(ref.key)
+            if dim is ERROR:
+                return self._infer(rc.expr)
+            dims.append(dim)
+        shared = self._shared_dims.get(id(rc.cell))
+        if shared is None:  # the source cell is kept beside its results, so its id stays its own
+            shared = self._shared_dims[id(rc.cell)] = (rc.cell, {})
+        key = tuple(dims)
+        found = shared[1].get(key)
+        if found is not None:
+            return found
+        errors = len(self.errors)
+        dim = self._infer(rc.expr)
+        if dim is not ERROR and len(self.errors) == errors:
+            shared[1][key] = dim
         return dim
 
     def _infer(self, e):

@@ -33,6 +33,7 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
         self._targets: dict[Key, Optional[str]] = {}
         self._targets_busy: set = set()
         self._dims: dict[Key, object] = {}
+        self._shared_dims: dict = {}  # id(source cell) -> (the cell, {dimensions of its references: its dimension})
         self._stack: list[Key] = []
         self._on_stack: set = set()
         self._cycles: set = set()
