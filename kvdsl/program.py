@@ -211,15 +211,18 @@ def walk_refs(expr):
 
 
 def map_names(expr, fn):
-    """A copy of `expr` with every Name replaced by fn(name)."""
+    """`expr` with every Name replaced by fn(name); parts without a Name are shared, not copied."""
     cls = expr.__class__
     if cls is m.Name:
         return fn(expr)
     if cls is m.Binary:
-        return _rebuilt(expr, left=map_names(expr.left, fn), right=map_names(expr.right, fn))
+        left, right = map_names(expr.left, fn), map_names(expr.right, fn)
+        return expr if left is expr.left and right is expr.right else _rebuilt(expr, left=left, right=right)
     if not expr._fields:
         return expr
-    return expr.replace([map_names(child, fn) for child in expr.children()])
+    old = expr.children()
+    new = [map_names(child, fn) for child in old]
+    return expr if all(a is b for a, b in zip(new, old)) else expr.replace(new)
 
 
 def _rebuilt(node, **fields):
