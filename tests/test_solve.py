@@ -51,12 +51,19 @@ def invoke(*args: str, ok: bool = True):
     return result
 
 
-def solve_json(*args: str) -> dict:
-    return json.loads(invoke("solve", CATALOG, *args, "--json").stdout)
+def solve_json(*args: str, spec: str = CATALOG) -> dict:
+    return json.loads(invoke("solve", spec, *args, "--json").stdout)
 
 
-def values_with(*settings: str) -> dict:
-    return evaluate_paths([CATALOG], [parse_setting(s) for s in settings])[1]
+def values_with(*settings: str, spec: str = CATALOG) -> dict:
+    return evaluate_paths([spec], [parse_setting(s) for s in settings])[1]
+
+
+def own_spec(deployment: str) -> str:
+    """The deployment's own file, which the catalog imports: one deployment builds faster than 24."""
+    path = SPECS / "deployments" / f"{deployment}.kvspec"
+    assert path.exists(), path
+    return str(path)
 
 
 def check_contract(answer: dict) -> None:
@@ -196,7 +203,8 @@ def test_library_solution_matches_the_cli(answers):
 # ---------------------------------------------------------------------------
 
 def test_solve_for_gpus_llama_405b():
-    answer = solve_json("--for", "gpus", "--block", "llama_3_1_405b_a100x4")
+    d = "llama_3_1_405b_a100x4"
+    answer = solve_json("--for", "gpus", "--block", d, spec=own_spec(d))
     check_contract(answer)
     n = answer["value"]
     # by hand: the smallest n whose weights share and one 8K sequence fit in 80 GiB x 0.9;
@@ -205,9 +213,8 @@ def test_solve_for_gpus_llama_405b():
     hand = next(g for g in range(1, 100)
                 if Fraction("405.9e9") * 2 / g + 126 * ceil(max(Fraction(8, g), 1)) * 256 * 8192 * 2 <= usable)
     assert n == hand == 11
-    d = "llama_3_1_405b_a100x4"
-    assert values_with(f"{d}.gpus={n}")[(d, "fits")] is True
-    assert values_with(f"{d}.gpus={n - 1}")[(d, "fits")] is False
+    assert values_with(f"{d}.gpus={n}", spec=own_spec(d))[(d, "fits")] is True
+    assert values_with(f"{d}.gpus={n - 1}", spec=own_spec(d))[(d, "fits")] is False
     # the boundary of the regimes is the KV-head count
     assert len(answer["regimes"]) == 2
     assert all(re.search(r"\b8\b", r["condition"]) for r in answer["regimes"])
@@ -218,19 +225,20 @@ def test_solve_for_gpus_llama_405b():
 
 def test_solve_for_kv_bytes_per_element():
     d = "llama_3_1_70b_h100x4_fp8"
-    answer = solve_json("--for", "kv_bytes_per_element", "--block", d, "--set", "batch=64")
+    answer = solve_json("--for", "kv_bytes_per_element", "--block", d, "--set", "batch=64", spec=own_spec(d))
     check_contract(answer)
     assert answer["unit"] == "bytes/element"
     # by hand: the KV budget over 64 sequences x 32K tokens x 80 layers x 2 heads x 256 elements
     budget = 81559 * MIB * UTILIZATION - Fraction("70.55e9") * 2 / 4
     hand = budget / (64 * 32768 * 80 * 2 * 256)
     assert answer["value"] == pytest.approx(float(hand), rel=1e-12)
-    program = build_program([CATALOG], [parse_setting("batch=64")])
+    program = build_program([own_spec(d)], [parse_setting("batch=64")])
     exact = solve(program, d, "kv_bytes_per_element").value
     assert exact == hand
     for factor, fits in [(1, True), (Fraction(101, 100), False)]:
         value = exact * factor
-        values = values_with("batch=64", f"{d}.kv_bytes_per_element={value.numerator}/{value.denominator} * 1 B/element")
+        values = values_with("batch=64", f"{d}.kv_bytes_per_element={value.numerator}/{value.denominator} * 1 B/element",
+                             spec=own_spec(d))
         assert values[(d, "kv_bytes_per_element")] == value
         assert values[(d, "fits")] is fits
 
@@ -248,12 +256,13 @@ def test_json_contract_of_several_answers(answers):
 
 def test_symbolic_keeps_the_named_cell():
     d = "llama_3_1_70b_h100x4_fp8"
-    answer = solve_json("--for", "context", "--block", d, "--symbolic", "batch")
+    answer = solve_json("--for", "context", "--block", d, "--symbolic", "batch", spec=own_spec(d))
     assert re.search(r"\bbatch\b", answer["expression"])
     assert answer["value"] == 42_400
     # a cell that is 0 drops out of the closed form unless it is kept
-    plain = solve_json("--for", "gpus", "--block", "llama_3_1_405b_a100x4")
-    kept = solve_json("--for", "gpus", "--block", "llama_3_1_405b_a100x4", "--symbolic", "reserve_bytes")
+    d = "llama_3_1_405b_a100x4"
+    plain = solve_json("--for", "gpus", "--block", d, spec=own_spec(d))
+    kept = solve_json("--for", "gpus", "--block", d, "--symbolic", "reserve_bytes", spec=own_spec(d))
     assert "reserve_bytes" not in plain["expression"]
     assert "reserve_bytes" in kept["expression"]
     assert kept["value"] == plain["value"] == 11
@@ -268,9 +277,9 @@ def test_solve_text_keeps_every_line_indented():
 
 def test_max_batch_past_the_context_limit():
     d = "mistral_7b_l4"
-    values = values_with(f"{d}.context=64K")
+    values = values_with(f"{d}.context=64K", spec=own_spec(d))
     max_batch = values[(d, "max_batch")]
-    assert max_batch == 0 or values_with(f"{d}.context=64K", f"{d}.batch={max_batch}")[(d, "fits")] is True
+    assert max_batch == 0 or values_with(f"{d}.context=64K", f"{d}.batch={max_batch}", spec=own_spec(d))[(d, "fits")] is True
 
 
 # ---------------------------------------------------------------------------
@@ -393,7 +402,7 @@ def test_sweep_rows_by_hand(sweep_rows):
 def test_sweep_rows_equal_eval(sweep_rows, context, batch):
     _, rows = sweep_rows
     row = next(r for r in rows if int(float(r["context"])) == context and int(float(r["batch"])) == batch)
-    values = values_with(f"{SWEEP_BLOCK}.context={context}", f"{SWEEP_BLOCK}.batch={batch}")
+    values = values_with(f"{SWEEP_BLOCK}.context={context}", f"{SWEEP_BLOCK}.batch={batch}", spec=own_spec(SWEEP_BLOCK))
     assert int(float(row["max_batch"])) == values[(SWEEP_BLOCK, "max_batch")]
     assert row["fits"] == ("1" if values[(SWEEP_BLOCK, "fits")] else "0")
     assert int(float(row["max_context"])) == values[(SWEEP_BLOCK, "max_context")]
