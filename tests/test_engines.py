@@ -181,8 +181,19 @@ def test_sglang_sliding_pool_ratio():
 def test_trtllm_rounds_blocks_up(tmp_path):
     v = block_values(small(tmp_path), "d")
     assert v["trtllm.num_blocks"] == ceil(v["trtllm.max_tokens"] / 32)
-    free = Fraction(80 * GIB) - 2 * 10**9
+    free = v["trtllm.free_memory_bytes"]
     assert v["trtllm.max_tokens"] == floor(Fraction(9, 10) * free / (4 * 8 * 128 * 2))
+
+
+def test_trtllm_predicts_the_memory_its_profile_leaves(tmp_path):
+    """KvCacheCreator: total - (weights + the activations of max_num_tokens + what lies outside torch)."""
+    v = block_values(small(tmp_path), "d")
+    activations = 8192 * v["forward_elements_per_token"] * 2
+    outside_torch = Fraction("0.15") * GIB + Fraction("0.2") * GIB  # NCCL and workspaces, the CUDA context
+    assert v["trtllm.activation_peak_bytes"] == activations
+    assert v["trtllm.free_memory_bytes"] == 80 * GIB - v["weights_loaded_bytes_per_gpu"] - activations - outside_torch
+    reserved = block_values(small(tmp_path, body="gpus = 1\n    reserve_bytes = 3 GiB"), "d")
+    assert reserved["trtllm.free_memory_bytes"] == 80 * GIB - reserved["weights_bytes_per_gpu"] - 3 * GIB
 
 
 def test_trtllm_worked_example(tmp_path):
