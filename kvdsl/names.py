@@ -175,7 +175,7 @@ class NameResolver:
 
         def resolve(name: m.Name):
             nonlocal ok
-            found = self.resolve_name(rc.block, name, scope=rc.scope)
+            found = self._resolve_seen(rc.block, name, rc.scope)
             if isinstance(found, CellRef):
                 for key in (found.key, *found.via):
                     if key[0] != rc.block:
@@ -190,6 +190,18 @@ class NameResolver:
         rc.expr = map_names(rc.cell.expr, resolve)
         if not ok:
             rc.dim = ERROR
+
+    def _resolve_seen(self, block: str, name: m.Name, scope: Optional[str]):
+        """`resolve_name`, done once per block, scope and name (a block's rules
+        name the same cells many times) while no further cell is poisoned."""
+        seen_key = (block, scope, name.parts, len(self._poisoned))
+        seen = self._seen_names.get(seen_key)
+        if seen is not None:
+            return CellRef(seen.key, seen.via, name.span, name.dotted)
+        found = self.resolve_name(block, name, scope=scope)
+        if isinstance(found, CellRef):
+            self._seen_names[seen_key] = found
+        return found
 
     # ---- cells that name a block ---------------------------------------------------
 
