@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -84,14 +85,18 @@ model e "E" {}
 
 
 _FOUND: list = []
-_COMMENT_READER = Lark(GRAMMAR.read_text(encoding="utf-8"), parser="lalr", start="start",
-                       lexer_callbacks={"COMMENT": lambda t: _FOUND.append(str(t).rstrip())})
+
+
+@functools.lru_cache(maxsize=1)
+def _comment_reader() -> Lark:
+    return Lark(GRAMMAR.read_text(encoding="utf-8"), parser="lalr", start="start",
+                lexer_callbacks={"COMMENT": lambda t: _FOUND.append(str(t).rstrip())})
 
 
 def comments(text: str) -> list:
     """Every comment the kvspec lexer reads, in order (independently of the formatter)."""
     _FOUND.clear()
-    _COMMENT_READER.parse(text)
+    _comment_reader().parse(text)
     return list(_FOUND)
 
 

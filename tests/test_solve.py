@@ -37,8 +37,10 @@ JSON_KEYS = {"block", "cell", "expression", "value", "unit", "regimes", "message
 
 
 def _deployments() -> list:
-    program = build_program([CATALOG])
-    return sorted(b.name for b in program.user_blocks() if b.kind == "deployment")
+    """The catalog's deployments, read without resolving it (tests are collected by every worker)."""
+    from kvdsl.loader import load
+
+    return sorted(block.name for block, prelude in load([CATALOG]).blocks if not prelude and block.kind == "deployment")
 
 
 DEPLOYMENTS = _deployments()
