@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from functools import lru_cache
 from pathlib import Path
 
@@ -197,15 +198,36 @@ def parse_file(path: Path, display: str) -> SpecFile:
     return parse_cached(read_spec(path, display), display)
 
 
+# files parsed in this process, by display path and text (most recent last):
+# a SpecFile is immutable, so the prelude is not read back from disk for every build
+_PARSED: "OrderedDict[tuple, SpecFile]" = OrderedDict()
+PARSED_KEPT = 256
+
+
+def forget_parsed() -> None:
+    """Drop the files kept by `parse_cached` in this process (the on-disk cache stays)."""
+    _PARSED.clear()
+
+
 def parse_cached(text: str, display: str) -> SpecFile:
-    """Parse text (a file's, or an editor's unsaved buffer) through the on-disk parse cache."""
+    """Parse text (a file's, or an editor's unsaved buffer) through this process's
+    parsed files and the on-disk parse cache."""
     from . import cache
 
     text = normalize_newlines(text)
+    key = (display, text)
+    parsed = _PARSED.get(key)
+    if parsed is not None:
+        _PARSED.move_to_end(key)
+        remember_source(display, text)
+        return parsed
     parsed = cache.load(text, display)
     if parsed is not None:
         remember_source(display, text)
-        return parsed
-    parsed = parse_text(text, display)
-    cache.store(text, display, parsed)
+    else:
+        parsed = parse_text(text, display)
+        cache.store(text, display, parsed)
+    _PARSED[key] = parsed
+    while len(_PARSED) > PARSED_KEPT:
+        _PARSED.popitem(last=False)
     return parsed

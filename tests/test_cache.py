@@ -9,7 +9,7 @@ import pytest
 from kvdsl import cache
 from kvdsl.api import build_program, evaluate_paths, forget_programs, parse_setting
 from kvdsl.errors import KvdslError
-from kvdsl.parser import parse_file
+from kvdsl.parser import forget_parsed, parse_file
 
 SPEC = 'model m "M" {\n    layers = 2; heads = 4; head_dim = 8; params = 1e9\n}\n'
 
@@ -20,6 +20,7 @@ def cache_dir(tmp_path, monkeypatch):
     monkeypatch.setenv("KVDSL_CACHE_DIR", str(folder))
     monkeypatch.delenv("KVDSL_NO_CACHE", raising=False)
     cache.directory.cache_clear()
+    forget_parsed()  # files parsed earlier in this process would not reach the new folder
     yield folder
     cache.directory.cache_clear()
 
@@ -117,3 +118,14 @@ def test_forgotten_programs_are_built_again(tmp_path):
     first = build_program([str(spec)])
     forget_programs()
     assert build_program([str(spec)]) is not first
+
+
+def test_a_file_parsed_before_in_this_process_is_not_read_again(cache_dir, tmp_path):
+    spec = tmp_path / "m.kvspec"
+    spec.write_text(SPEC)
+    first = parse_file(spec, "m.kvspec")
+    for entry in entries(cache_dir):
+        entry.unlink()
+    assert parse_file(spec, "m.kvspec") is first
+    spec.write_text(SPEC.replace("layers = 2", "layers = 3"))
+    assert parse_file(spec, "m.kvspec") is not first
