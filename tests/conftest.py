@@ -10,18 +10,18 @@ the `fuzz` package) by name, with no path manipulation of their own.
 # whole files to the workers in collection order, so a long file collected
 # last would leave one worker idle while the other finishes it.  test_workbook
 # exports the shared catalog workbook while the other worker starts test_solve.
-LONGEST_FIRST = ["test_workbook.py",  # 57
-                 "test_solve.py",  # 39
-                 "test_import.py",  # 34
-                 "test_engine_logs.py",  # 32
-                 "test_language.py",  # 29
-                 "test_robustness.py",  # 29
-                 "test_fuzz.py",  # 25
-                 "test_workbook_render.py",  # 25
-                 "test_layer_shapes.py",  # 24
-                 "test_engine_sizing_tests.py",  # 21
-                 "test_domain.py",  # 20
-                 "test_faults.py"]  # 20
+LONGEST_FIRST = ["test_workbook.py",  # 51
+                 "test_solve.py",  # 42
+                 "test_workbook_render.py",  # 26
+                 "test_robustness.py",  # 22
+                 "test_layer_shapes.py",  # 22
+                 "test_engine_logs.py",  # 20
+                 "test_domain.py",  # 16
+                 "test_faults.py",  # 16
+                 "test_import.py",  # 16
+                 "test_docs.py",  # 16
+                 "test_engine_sizing_tests.py",  # 15
+                 "test_fuzz.py"]  # 12
 
 
 def pytest_collection_modifyitems(items):
