@@ -183,6 +183,14 @@ def solve(program: Program, block: str, cell: str, symbolic=(), others: bool = T
     `?` cells of other blocks are solved first (`others`), each on its own.
     Requirements in `unchecked` are not checked on the spec's values.
     """
+    # hazard: SymPy's Add.flatten imports sympy.tensor.tensor on every call,
+    # only to test isinstance(term, TensExpr); no kvdsl expression is a tensor,
+    # and the import costs a tenth of a solve
+    with _stand_in("sympy.tensor.tensor", "TensExpr", "TensAdd"):
+        return _solve(program, block, cell, symbolic, others, unchecked)
+
+
+def _solve(program: Program, block: str, cell: str, symbolic, others: bool, unchecked: frozenset) -> Solution:
     target = find_key(program, block, cell)
     if target[0] != block:
         raise UsageError(f"solve for a cell of the block itself, not `{cell}`", hint=f"use --block {target[0]} --for {target[1]}")
@@ -474,16 +482,23 @@ def _without_physics_units():
 
     hazard: SymPy's `PrettyPrinter._print_Mul` imports `sympy.physics.units`
     only to test `isinstance(arg, Quantity)`, and that import costs about as
-    much as a whole solve.  No kvdsl expression holds a Quantity, so while
-    printing, a stand-in module whose Quantity nothing is an instance of
-    answers the import; it is removed afterwards (a real import is untouched).
+    much as a whole solve.  No kvdsl expression holds a Quantity.
     """
-    name = "sympy.physics.units"
+    with _stand_in("sympy.physics.units", "Quantity"):
+        yield
+
+
+@contextmanager
+def _stand_in(name: str, *classes: str):
+    """While inside, an import of the module `name` (not imported yet) finds a
+    stand-in whose `classes` nothing is an instance of; it is removed
+    afterwards, so a real import later is untouched."""
     if name in sys.modules:
         yield
         return
     stand_in = types.ModuleType(name)
-    stand_in.Quantity = type("Quantity", (), {})
+    for class_name in classes:
+        setattr(stand_in, class_name, type(class_name, (), {}))
     sys.modules[name] = stand_in
     try:
         yield
