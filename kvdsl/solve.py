@@ -618,9 +618,13 @@ def _check_live_form(program: Program, block: str, cell: str, expr, expander, so
     """A formula that would show another number than `eval` is refused, never written."""
     base = evaluate(program)
     env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
-    value = _number(expr.subs(env))
+    try:
+        value = _number(expr.subs(env))
+    except (TypeError, ValueError, ArithmeticError):  # SymPy refuses to compare with zoo: a division by 0 here
+        value = None
     if value is None or abs(value - float(solution.value)) > 1e-9 * max(1.0, abs(float(solution.value))):
+        gives = "has no number at the spec's values" if value is None else f"gives {value}"
         raise SolveError(
-            f"cannot write `{block}.{cell} = ?` as a live formula: its closed form gives {value}, but the exact "
+            f"cannot write `{block}.{cell} = ?` as a live formula: its closed form {gives}, but the exact "
             f"answer is {format_value(solution.value, solution.dim)} (rounding the formula cannot follow)",
             hint=f"give `{cell}` a value in the spec, or export with --set {block}.{cell}=...")

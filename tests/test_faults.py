@@ -127,6 +127,16 @@ def test_export_solving_context_where_memory_does_not_bound_it(tmp_path, spec, b
     assert '"unbounded"' in cell.number_format
 
 
+def test_export_of_a_formula_that_divides_by_zero_at_the_specs_values_is_refused(tmp_path):
+    """SGLang's S02 solved for gpus: SymPy cannot even compare the closed form's
+    terms at the spec's values (zoo), so the formula is refused, not written."""
+    spec = Path(__file__).resolve().parents[1] / "specs" / "engine_logs" / "s02_qwq_32b_l4x4.kvspec"
+    out = tmp_path / "w.xlsx"
+    result = cli("export", spec, "-o", out, "--set", "gpus=?", code=1)
+    assert "has no number at the spec's values" in result.output and "the exact answer is 2" in result.output
+    assert not out.exists()
+
+
 def test_unbounded_prints_as_a_documented_large_number():
     import sympy as sp
 
