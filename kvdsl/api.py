@@ -46,14 +46,16 @@ def parse_setting(text: str, option: Optional[str] = None) -> Setting:
 # the programs built last, by what they were built from (most recent last);
 # a Program is not changed once built, so one can be handed out again
 _BUILT: "OrderedDict[tuple, Program]" = OrderedDict()
-BUILT_KEPT = 2
+BUILT_KEPT = 16
+BUILT_CELLS_KEPT = 40_000  # about three catalogs, 90 MiB; the newest program is kept whatever its size
 
 
 def build_program(paths: Iterable[str], settings: Iterable[Setting] = ()) -> Program:
     """Load specs and resolve them, applying settings; raise every error found.
 
     The same files (same texts) with the same settings give the same program:
-    the last few built are kept and handed out again.
+    the last few built (up to BUILT_KEPT programs and BUILT_CELLS_KEPT cells)
+    are kept and handed out again.
     """
     settings = list(settings)
     workspace = load(list(paths))
@@ -63,7 +65,7 @@ def build_program(paths: Iterable[str], settings: Iterable[Setting] = ()) -> Pro
         program = _build(workspace, settings)
         _BUILT[key] = program
     _BUILT.move_to_end(key)
-    while len(_BUILT) > BUILT_KEPT:
+    while len(_BUILT) > 1 and (len(_BUILT) > BUILT_KEPT or sum(len(p.cells) for p in _BUILT.values()) > BUILT_CELLS_KEPT):
         _BUILT.popitem(last=False)
     return program
 
