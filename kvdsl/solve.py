@@ -623,8 +623,9 @@ def _check_live_form(program: Program, block: str, cell: str, expr, expander, so
     except (TypeError, ValueError, ArithmeticError):  # SymPy refuses to compare with zoo: a division by 0 here
         value = None
     if value is None or abs(value - float(solution.value)) > 1e-9 * max(1.0, abs(float(solution.value))):
-        gives = "has no number at the spec's values" if value is None else f"gives {value}"
+        gives, why = (("has no number at the spec's values", "it divides by 0 there") if value is None
+                      else (f"gives {value}", "rounding the formula cannot follow"))
         raise SolveError(
             f"cannot write `{block}.{cell} = ?` as a live formula: its closed form {gives}, but the exact "
-            f"answer is {format_value(solution.value, solution.dim)} (rounding the formula cannot follow)",
+            f"answer is {format_value(solution.value, solution.dim)} ({why})",
             hint=f"give `{cell}` a value in the spec, or export with --set {block}.{cell}=...")
