@@ -60,15 +60,15 @@ def gib(x) -> str:
 
 
 def table() -> str:
-    lines = ["| case | CUDA GiB x util | weights (logged) | peak | non-torch | predicted GiB | logged GiB | error |",
-             "|---|---|---|---|---|---|---|---|"]
+    lines = ["| case | CUDA GiB x util | weights (logged) | peak | non-torch | graphs | predicted GiB | logged GiB | error |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for case_id in PREDICTED:
         _, v, logged, predicted, error = row(case_id)
         loaded = CASES[case_id]["model_loading_gib"]
         lines.append(f"| {case_id} | {gib(v['hardware.cuda_memory'])} x {float(v['utilization']):g}"
                      f" | {gib(v['weights_loaded_bytes_per_gpu'])} ({loaded if loaded is not None else '-'})"
                      f" | {gib(v['profile_peak_bytes'])}"
-                     f" | {gib(v['non_torch_bytes'])} | {float(predicted):.2f} | {float(logged):.2f} | {float(error) * 100:+.1f}% |")
+                     f" | {gib(v['non_torch_bytes'])} | {gib(v['cudagraph_memory_bytes'])} | {float(predicted):.2f} | {float(logged):.2f} | {float(error) * 100:+.1f}% |")
     return "\n".join(lines)
 
 
@@ -117,3 +117,54 @@ def test_tensor_parallel_replicates_mla_down_projections():
 def test_the_sampler_needs_no_sampling_on_a_first_pipeline_stage():
     v = predict("V20")
     assert v["pipeline_stages"] == 2 and v["profile_peak_bytes"] == v["forward_peak_bytes"]
+
+
+# vLLM's "Profiling CUDA graph memory: PIECEWISE=P (largest=L), FULL=F" and
+# "Estimated CUDA graph memory: E GiB total", from public logs (single GPU, no
+# speculative decoding): source, model, max_num_seqs, P, F, E
+GRAPH_LOGS = [
+    ("find_string id 51781852921, vLLM 0.19.0", "Qwen3.5-9B on an L40S", 256, 51, 35, "0.78"),
+    ("find_string id 54492899325, vLLM 0.22.1", "Gemma-4-E4B-it on an RTX 3090 Ti", 256, 51, 35, "0.79"),
+    ("find_string id 55770092662, vLLM 0.22.0", "Qwen3.5-4B", 256, 51, 35, "0.64"),
+    ("find_string id 67144197265, vLLM 0.22.0", "Qwen2.5-7B-Instruct", 128, 35, 19, "0.37"),
+    ("find_string id 56036894944, vLLM 0.22", "not named", 128, 35, 19, "0.40"),
+]
+GRAPH_TOLERANCE = Fraction(15, 100)
+
+
+def graphs(settings: list[str]) -> dict:
+    block = PREDICTED["V14"][0]
+    parsed = [parse_setting(f"{block}.{s}") for s in ["kv_cache_memory_bytes=0", *settings]]
+    values = evaluate_paths([str(SPECS / f"{block}.kvspec")], parsed)[1]
+    return {cell: value for (b, cell), value in values.items() if b == block}
+
+
+@pytest.mark.parametrize("source, model, seqs, piecewise, full, estimate", GRAPH_LOGS)
+def test_cuda_graph_estimate_follows_the_logged_graph_counts(source, model, seqs, piecewise, full, estimate):
+    v = graphs([f"max_num_seqs={seqs}", "max_num_batched_tokens=2048 tokens"])
+    assert (v["cudagraph_piecewise_graphs"], v["cudagraph_full_graphs"]) == (piecewise, full)
+    error = Fraction(v["cudagraph_memory_bytes"]) / GIB / Fraction(estimate) - 1
+    print(f"{model}: {float(Fraction(v['cudagraph_memory_bytes']) / GIB):.2f} GiB against {estimate} ({float(error) * 100:+.0f}%)")
+    assert abs(error) <= GRAPH_TOLERANCE
+
+
+@pytest.mark.parametrize("settings, piecewise, full", [
+    # "PIECEWISE=5 (largest=16), FULL=4" and "PIECEWISE=11 (largest=64), FULL=7":
+    # find_string ids 61544841280 and 52221836498
+    (["max_num_seqs=8"], 5, 4),
+    (["max_num_seqs=32"], 11, 7),
+    # 1,024 sequences: the sizes stop at 512 and every one has a full graph
+    (["max_num_seqs=1024"], 51, 51),
+    # max_num_batched_tokens off the steps is captured too (config/vllm.py _set_cudagraph_sizes)
+    (["max_num_batched_tokens=100 tokens"], 16, 16),
+    (["max_num_seqs=40", "max_num_batched_tokens=100 tokens"], 13, 8),
+])
+def test_cuda_graph_counts_follow_vllms_capture_sizes(settings, piecewise, full):
+    v = graphs(settings)
+    assert (v["cudagraph_piecewise_graphs"], v["cudagraph_full_graphs"]) == (piecewise, full)
+
+
+def test_no_cuda_graph_estimate_where_vllm_subtracts_none():
+    on, off = graphs([]), graphs(["cudagraph_estimated=false"])
+    assert off["cudagraph_memory_bytes"] == 0
+    assert on["vllm.kv_memory_bytes"] - off["vllm.kv_memory_bytes"] == -on["cudagraph_memory_bytes"] == -86 * 8 * (1 << 20)
