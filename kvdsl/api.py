@@ -9,7 +9,7 @@ from fractions import Fraction
 from typing import Iterable, Optional
 
 from .errors import OPTION_PREFIX, SETTING_PREFIX, KvdslError, Span, UsageError, did_you_mean, flatten
-from .graph import Program, build, merged_blocks
+from .graph import Program, build, merged_blocks, with_literals
 from .loader import load
 from .model import Cell
 
@@ -80,13 +80,46 @@ def _build(workspace, settings: list) -> Program:
         return build(workspace)
     if workspace.errors:
         raise_workspace(workspace)
-    blocks = merged_blocks(workspace)
+    base = _BUILT.get((workspace.fingerprint, ()))
+    if base is None and all(_literal(s) for s in settings):
+        base = _plain_program(workspace)
+    blocks = base.blocks if base is not None else merged_blocks(workspace)
+    overrides = settings_by_block(blocks, settings)
+    program = with_literals(base, overrides) if base is not None else None
+    if program is not None:
+        return program
+    with settings_as_usage_errors():
+        return build(workspace, overrides)
+
+
+def settings_by_block(blocks: dict, settings: list) -> dict:
+    """block -> {cell name: the Cell a setting gives it}, for every block each setting changes."""
     overrides: dict[str, dict[str, Cell]] = {}
     for setting in settings:
         for block in _targets(blocks, setting):
             overrides.setdefault(block, {})[setting.cell.name] = setting.cell
-    with settings_as_usage_errors():
-        return build(workspace, overrides)
+    return overrides
+
+
+def _literal(setting: Setting) -> bool:
+    """A number or flag for a block's own cell: `with_literals` can likely apply it to the plain program."""
+    from .model import Bool, Num
+
+    return setting.cell.form == "rule" and isinstance(setting.cell.expr, (Num, Bool)) and "." not in setting.cell.name
+
+
+def _plain_program(workspace) -> Optional[Program]:
+    """The workspace's program without settings, built and kept, or None if it has errors.
+
+    Settings that only change literals are applied to it (`with_literals`),
+    which costs far less than resolving the whole workspace again.
+    """
+    try:
+        program = build(workspace)
+    except KvdslError:  # settings may supply what the spec lacks
+        return None
+    _BUILT[(workspace.fingerprint, ())] = program
+    return program
 
 
 @contextmanager

@@ -14,11 +14,13 @@ from typing import Optional
 from .dims import DimensionChecker
 from .errors import raise_all
 from .loader import Workspace
+from . import model as m
 from .merge import Merger, Silent
 from .names import NameResolver
 from .program import BlockInfo, CellRef, Form, Key, Origin, Program, ResolvedCell, map_names, walk_refs
+from .units import BOOL, Dim
 
-__all__ = ["build", "merged_blocks", "BlockInfo", "CellRef", "Form", "Key", "Origin", "Program", "ResolvedCell", "map_names", "walk_refs"]
+__all__ = ["build", "merged_blocks", "with_literals", "BlockInfo", "CellRef", "Form", "Key", "Origin", "Program", "ResolvedCell", "map_names", "walk_refs"]
 
 
 class _Resolver(Merger, NameResolver, DimensionChecker):
@@ -83,3 +85,42 @@ def build(ws: Workspace, overrides: Optional[dict] = None) -> Program:
     """Resolve a workspace into a Program, or raise every error found."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
     return _Resolver(ws, overrides or {}).run()
+
+
+def with_literals(program: Program, overrides: dict) -> Optional[Program]:
+    """`program` with `--set` numbers and flags in place of cells, or None when only a full build can tell.
+
+    A setting that gives a cell of a model, hardware, workload or deployment
+    a literal of the dimension the cell already has changes nothing but that
+    cell: no name, dimension or order moves, so the program the full build
+    would make is this one with the cell replaced.  Anything else (an engine's
+    rule, a name, a new dimension, a bare number the full build would give a
+    unit) needs the full build.
+    """
+    cells = dict(program.cells)
+    for block, settings in overrides.items():
+        info = program.blocks.get(block)
+        if info is None or info.kind in m.INSTANCED:
+            return None
+        for name, cell in settings.items():
+            old = program.cells.get((block, name))
+            if old is None or not _same_slot(old, cell):
+                return None
+            cells[(block, name)] = ResolvedCell(block, name, cell, Origin.SET, Form.INPUT, expr=cell.expr, dim=old.dim,
+                                                shadowed=(old.cell, *old.shadowed))
+    return Program(program.blocks, cells, program.order, program.readers)
+
+
+def _same_slot(old: ResolvedCell, cell: m.Cell) -> bool:
+    """True when the literal `cell` takes `old`'s place with `old`'s dimension, as the full build would."""
+    if old.scope is not None or old.origin == Origin.PATTERN or old.form not in (Form.INPUT, Form.RULE, Form.UNKNOWN):
+        return False
+    if cell.form != "rule":
+        return False
+    expr = cell.expr
+    if isinstance(expr, m.Bool):
+        return old.dim == BOOL
+    if isinstance(expr, m.Num):
+        same = isinstance(old.dim, Dim) and expr.dim == old.dim
+        return same and (not expr.bare or old.dim.dimensionless)
+    return False

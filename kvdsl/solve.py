@@ -308,10 +308,11 @@ def _check_monotone_form(constraint, x, block: str, cell: str) -> None:
 
 
 def _other_unknowns(program: Program, target: Key, unchecked: frozenset) -> dict:
-    """Values for the `?` cells of other blocks, solved each against its own block."""
+    """Values for the `?` cells of other blocks that `target`'s block reads, solved each against its own block."""
     solved = {}
     for key, rc in program.cells.items():
-        if rc.form == "unknown" and key[0] != target[0] and not program.blocks[key[0]].prelude:
+        if rc.form == "unknown" and key[0] != target[0] and not program.blocks[key[0]].prelude \
+                and any(reader[0] == target[0] for reader in program.dependents(key)):
             answer = solve(program, key[0], key[1], others=False, unchecked=unchecked)
             if answer.value is not None:
                 solved[key] = Fraction(answer.value)

@@ -7,10 +7,14 @@ from pathlib import Path
 import pytest
 
 from kvdsl import cache
-from kvdsl.api import build_program, evaluate_paths, forget_programs, parse_setting
-from kvdsl.errors import KvdslError
+from kvdsl.api import build_program, evaluate_paths, forget_programs, parse_setting, settings_by_block
+from kvdsl.errors import KvdslError, UsageError
+from kvdsl.evaluate import evaluate
+from kvdsl.graph import build, merged_blocks, with_literals
+from kvdsl.loader import load
 from kvdsl.parser import forget_parsed, parse_file
 
+ROOT = Path(__file__).resolve().parents[1]
 SPEC = 'model m "M" {\n    layers = 2; heads = 4; head_dim = 8; params = 1e9\n}\n'
 
 
@@ -129,3 +133,55 @@ def test_a_file_parsed_before_in_this_process_is_not_read_again(cache_dir, tmp_p
     assert parse_file(spec, "m.kvspec") is first
     spec.write_text(SPEC.replace("layers = 2", "layers = 3"))
     assert parse_file(spec, "m.kvspec") is not first
+
+
+# ---- literal settings applied to the program built without them ------------------
+
+# two deployments, one with `batch = ?`, their models and GPUs, and every engine
+SPECS = [str(ROOT / "specs" / "deployments" / f"{name}.kvspec") for name in ("llama_3_1_70b_h100x4_fp8", "qwen3_32b_h200_solved")]
+LITERAL_SETTINGS = [
+    ["context=64K"], ["batch=3"], ["gpus=2", "utilization=0.8"], ["llama_3_1_70b_h100x4_fp8.context=8K", "llama_3_1_70b_h100x4_fp8.batch=12"],
+    ["batch=8", "context=32K"],  # qwen3_32b_h200_solved's `batch = ?` becomes a number
+    ["llama_3_1_70b.layers=40"], ["h100_sxm.memory=96 GiB"], ["flashinfer_sampler=false"],
+]
+FULL_BUILD_SETTINGS = [
+    ["kv_cache_memory_bytes=0"],  # a bare number the full build gives the cell's unit
+    ["llama_3_1_70b_h100x4_fp8.engine=sglang"], ["llama_3_1_70b_h100x4_fp8.model=qwen3_8b"],  # names
+    ["context=32768"],  # a plain number where tokens are meant: the full build's error
+    ["vllm.block_size=32 tokens"],  # an engine's rule
+    ["llama_3_1_70b_h100x4_fp8.context=?"], ['llama_3_1_70b_h100x4_fp8.notes="x"'],
+]
+
+
+def full_build(paths: list, settings: list):
+    """What the resolver makes of the settings, every pass run."""
+    workspace = load(paths)
+    return build(workspace, settings_by_block(merged_blocks(workspace), settings))
+
+
+def cell_fields(rc) -> tuple:
+    return (rc.form, rc.origin, rc.dim, rc.expr, rc.cell, rc.shadowed, rc.scope, rc.ref_target, rc.ref_expr)
+
+
+@pytest.mark.parametrize("texts", LITERAL_SETTINGS, ids=" ".join)
+def test_literal_settings_give_the_program_a_full_build_gives(texts):
+    settings = [parse_setting(t) for t in texts]
+    base = build_program(SPECS)
+    fast = with_literals(base, settings_by_block(base.blocks, settings))
+    assert fast is not None, texts
+    full = full_build(SPECS, settings)
+    assert fast.cells.keys() == full.cells.keys()
+    assert [k for k in fast.cells if cell_fields(fast.cells[k]) != cell_fields(full.cells[k])] == []
+    assert evaluate(fast) == evaluate(full)
+    assert evaluate(build_program(SPECS, settings)) == evaluate(full)
+
+
+@pytest.mark.parametrize("texts", FULL_BUILD_SETTINGS, ids=" ".join)
+def test_other_settings_are_built_in_full(texts):
+    settings = [parse_setting(t) for t in texts]
+    base = build_program(SPECS)
+    try:
+        overrides = settings_by_block(base.blocks, settings)
+    except UsageError:  # refused before any build
+        return
+    assert with_literals(base, overrides) is None
