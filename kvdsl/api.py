@@ -43,9 +43,10 @@ def parse_setting(text: str, option: Optional[str] = None) -> Setting:
     return Setting(block or None, cell)
 
 
-# the programs built last, by what they were built from (most recent last);
-# a Program is not changed once built, so one can be handed out again
-_BUILT: "OrderedDict[tuple, Program]" = OrderedDict()
+# the programs built last, by what they were built from (most recent last),
+# each with the cells it holds of its own; a Program is not changed once
+# built, so one can be handed out again
+_BUILT: "OrderedDict[tuple, tuple[Program, int]]" = OrderedDict()
 BUILT_KEPT = 16
 BUILT_CELLS_KEPT = 40_000  # about three catalogs, 90 MiB; the newest program is kept whatever its size
 
@@ -60,14 +61,17 @@ def build_program(paths: Iterable[str], settings: Iterable[Setting] = ()) -> Pro
     settings = list(settings)
     workspace = load(list(paths))
     key = (workspace.fingerprint, tuple((s.block, s.cell.source, s.cell.span.path) for s in settings))
-    program = _BUILT.get(key)
-    if program is None:
-        program = _build(workspace, settings)
-        _BUILT[key] = program
+    if key not in _BUILT:
+        _keep(key, _build(workspace, settings))
     _BUILT.move_to_end(key)
-    while len(_BUILT) > 1 and (len(_BUILT) > BUILT_KEPT or sum(len(p.cells) for p in _BUILT.values()) > BUILT_CELLS_KEPT):
+    while len(_BUILT) > 1 and (len(_BUILT) > BUILT_KEPT or sum(own for _, own in _BUILT.values()) > BUILT_CELLS_KEPT):
         _BUILT.popitem(last=False)
-    return program
+    return _BUILT[key][0]
+
+
+def _keep(key: tuple, program: Program) -> None:
+    """Keep a program; one made by `with_literals` shares all but its settings' cells with another."""
+    _BUILT[key] = (program, program.own_cells if program.own_cells is not None else len(program.cells))
 
 
 def forget_programs() -> None:
@@ -80,7 +84,7 @@ def _build(workspace, settings: list) -> Program:
         return build(workspace)
     if workspace.errors:
         raise_workspace(workspace)
-    base = _BUILT.get((workspace.fingerprint, ()))
+    base = _BUILT.get((workspace.fingerprint, ()), (None,))[0]
     if base is None and all(_literal(s) for s in settings):
         base = _plain_program(workspace)
     blocks = base.blocks if base is not None else merged_blocks(workspace)
@@ -118,7 +122,7 @@ def _plain_program(workspace) -> Optional[Program]:
         program = build(workspace)
     except KvdslError:  # settings may supply what the spec lacks
         return None
-    _BUILT[(workspace.fingerprint, ())] = program
+    _keep((workspace.fingerprint, ()), program)
     return program
 
 

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Optional
 
@@ -106,9 +107,14 @@ def with_literals(program: Program, overrides: dict) -> Optional[Program]:
             old = program.cells.get((block, name))
             if old is None or not _same_slot(old, cell):
                 return None
-            cells[(block, name)] = ResolvedCell(block, name, cell, Origin.SET, Form.INPUT, expr=cell.expr, dim=old.dim,
+            expr = cell.expr
+            if isinstance(expr, m.Num) and expr.bare and not old.dim.dimensionless:  # `gpus=8`: the unit the cell has
+                expr = dataclasses.replace(expr, dim=old.dim, bare=False)
+            cells[(block, name)] = ResolvedCell(block, name, cell, Origin.SET, Form.INPUT, expr=expr, dim=old.dim,
                                                 shadowed=(old.cell, *old.shadowed))
-    return Program(program.blocks, cells, program.order, program.readers)
+    derived = Program(program.blocks, cells, program.order, program.readers)
+    derived.own_cells = sum(len(settings) for settings in overrides.values()) + len(cells) // 100  # and the dict
+    return derived
 
 
 def _same_slot(old: ResolvedCell, cell: m.Cell) -> bool:
@@ -120,7 +126,10 @@ def _same_slot(old: ResolvedCell, cell: m.Cell) -> bool:
     expr = cell.expr
     if isinstance(expr, m.Bool):
         return old.dim == BOOL
-    if isinstance(expr, m.Num):
-        same = isinstance(old.dim, Dim) and expr.dim == old.dim
-        return same and (not expr.bare or old.dim.dimensionless)
-    return False
+    if not isinstance(expr, m.Num) or not isinstance(old.dim, Dim):
+        return False
+    if expr.bare:
+        # the full build gives a bare number the unit of the definition it
+        # replaces; a literal's is its own dimension, a rule's is known only to the resolver
+        return old.dim.dimensionless or (old.form == Form.INPUT and isinstance(old.expr, m.Num))
+    return expr.dim == old.dim

@@ -124,6 +124,7 @@ class Program:
         self._dependents: dict = {}
         self._position: Optional[dict] = None
         self.evaluated: tuple = ()  # (values, errors) of `evaluate` without solved cells, once done
+        self.own_cells: Optional[int] = None  # the cells not shared with the program it was made from
 
     def block_keys(self, block: str) -> list:
         """The keys of every cell of `block` (its requirements and engine cells included)."""

@@ -9,19 +9,20 @@ the `fuzz` package) by name, with no path manipulation of their own.
 # pytest-xdist (`--dist loadfile --no-loadscope-reorder`, setup.cfg) hands
 # whole files to the workers in collection order, so a long file collected
 # last would leave one worker idle while the other finishes it.  test_workbook
-# exports the shared catalog workbook while the other worker starts test_solve.
+# exports the shared catalog workbook while the other worker runs
+# test_robustness, which does not need it.
 LONGEST_FIRST = ["test_workbook.py",  # 51
-                 "test_solve.py",  # 42
-                 "test_workbook_render.py",  # 26
-                 "test_robustness.py",  # 22
-                 "test_layer_shapes.py",  # 22
-                 "test_engine_logs.py",  # 20
-                 "test_domain.py",  # 16
-                 "test_faults.py",  # 16
-                 "test_import.py",  # 16
-                 "test_docs.py",  # 16
-                 "test_engine_sizing_tests.py",  # 15
-                 "test_fuzz.py"]  # 12
+                 "test_robustness.py",  # 23
+                 "test_workbook_render.py",  # 25
+                 "test_layer_shapes.py",  # 23
+                 "test_import.py",  # 19
+                 "test_faults.py",  # 17
+                 "test_docs.py",  # 13
+                 "test_engine_limits.py",  # 13
+                 "test_fuzz.py",  # 12
+                 "test_strict.py",  # 11
+                 "test_solve.py",  # 11
+                 "test_scaling.py"]  # 10
 
 
 def pytest_collection_modifyitems(items):

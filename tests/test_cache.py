@@ -143,11 +143,12 @@ LITERAL_SETTINGS = [
     ["context=64K"], ["batch=3"], ["gpus=2", "utilization=0.8"], ["llama_3_1_70b_h100x4_fp8.context=8K", "llama_3_1_70b_h100x4_fp8.batch=12"],
     ["batch=8", "context=32K"],  # qwen3_32b_h200_solved's `batch = ?` becomes a number
     ["llama_3_1_70b.layers=40"], ["h100_sxm.memory=96 GiB"], ["flashinfer_sampler=false"],
+    ["llama_3_1_70b_h100x4_fp8.context=40000"],  # a bare number takes the unit of the literal it replaces
+    ["h100_sxm.memory=90000000000"], ["kv_cache_memory_bytes=0"], ["context=32768"],
 ]
 FULL_BUILD_SETTINGS = [
-    ["kv_cache_memory_bytes=0"],  # a bare number the full build gives the cell's unit
+    ["max_num_batched_tokens=4096"],  # a bare number the full build gives the unit of a rule it replaces
     ["llama_3_1_70b_h100x4_fp8.engine=sglang"], ["llama_3_1_70b_h100x4_fp8.model=qwen3_8b"],  # names
-    ["context=32768"],  # a plain number where tokens are meant: the full build's error
     ["vllm.block_size=32 tokens"],  # an engine's rule
     ["llama_3_1_70b_h100x4_fp8.context=?"], ['llama_3_1_70b_h100x4_fp8.notes="x"'],
 ]
