@@ -12,10 +12,10 @@ import dataclasses
 import sys
 from typing import Optional
 
+from . import model as m
 from .dims import DimensionChecker
 from .errors import raise_all
 from .loader import Workspace
-from . import model as m
 from .merge import Merger, Silent
 from .names import NameResolver
 from .program import BlockInfo, CellRef, Form, Key, Origin, Program, ResolvedCell, map_names, walk_refs
