@@ -18,7 +18,8 @@ from typing import NamedTuple
 # Words a cell name abbreviates, as a label writes them.
 WORDS = {"kv": "KV", "gpu": "GPU", "gpus": "GPUs", "tp": "TP", "pp": "PP", "ttft": "TTFT", "tpot": "TPOT", "ssm": "SSM",
          "mla": "MLA", "mha": "MHA", "moe": "MoE", "id": "ID", "usd": "USD", "fp8": "FP8", "flops": "FLOP/s",
-         "bf16": "BF16", "fp4": "FP4", "sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM", "llamacpp": "llama.cpp"}
+         "bf16": "BF16", "fp4": "FP4", "sglang": "SGLang", "vllm": "vLLM", "trtllm": "TensorRT-LLM", "llamacpp": "llama.cpp",
+         "cuda": "CUDA", "cudagraph": "CUDA-graph", "nvml": "NVML", "swa": "SWA"}
 
 
 class Label(NamedTuple):
