@@ -167,4 +167,8 @@ def test_cuda_graph_counts_follow_vllms_capture_sizes(settings, piecewise, full)
 def test_no_cuda_graph_estimate_where_vllm_subtracts_none():
     on, off = graphs([]), graphs(["cudagraph_estimated=false"])
     assert off["cudagraph_memory_bytes"] == 0
+    # ROCm: vLLM skips the estimate (v1/worker/gpu_worker.py: current_platform.is_cuda())
+    block = PREDICTED["V14"][0]
+    amd = evaluate_paths([str(SPECS / f"{block}.kvspec")], [parse_setting('l40s.vendor="AMD"')])[1]
+    assert amd[(block, "cudagraph_estimated")] is False and amd[(block, "cudagraph_memory_bytes")] == 0
     assert on["vllm.kv_memory_bytes"] - off["vllm.kv_memory_bytes"] == -on["cudagraph_memory_bytes"] == -86 * 8 * (1 << 20)
