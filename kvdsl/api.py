@@ -11,7 +11,7 @@ from typing import Iterable, Optional
 from .errors import OPTION_PREFIX, SETTING_PREFIX, KvdslError, Span, UsageError, did_you_mean, flatten
 from .graph import Program, build, merged_blocks, with_literals
 from .loader import load
-from .model import Cell
+from .model import Bool, Cell, Num
 
 
 @dataclass(frozen=True)
@@ -107,8 +107,6 @@ def settings_by_block(blocks: dict, settings: list) -> dict:
 
 def _literal(setting: Setting) -> bool:
     """A number or flag for a block's own cell: `with_literals` can likely apply it to the plain program."""
-    from .model import Bool, Num
-
     return setting.cell.form == "rule" and isinstance(setting.cell.expr, (Num, Bool)) and "." not in setting.cell.name
 
 
