@@ -195,12 +195,13 @@ def evaluate_paths(paths: Iterable[str], settings: Iterable[Setting] = ()):
 
 
 def solve_unknowns(program: Program, base: dict) -> dict:
-    """Values for the `?` cells: each solved against its block's `fits` (`base`: the values without them)."""
+    """Values for the `?` cells: each solved against its block's `fits`, or its workload's targets when
+    the workload sets some (`base`: the values without them)."""
     unknowns = [rc for rc in program.cells.values() if rc.form == "unknown" and not program.blocks[rc.block].prelude]
     if not unknowns:
         return {}
     from .errors import SolveError, raise_all
-    from .search import solve_numeric
+    from .search import search_answer
 
     errors, solved, seen = [], {}, {}
     for rc in unknowns:
@@ -213,10 +214,10 @@ def solve_unknowns(program: Program, base: dict) -> dict:
         if ("fits" not in program.blocks[rc.block].cells):
             errors.append(SolveError(f"`{rc.name} = ?` needs a `fits` constraint in block `{rc.block}` to solve against", rc.cell.span))
             continue
-        if program.cells[(rc.block, "fits")].dim == "bool":
-            found = solve_numeric(program, rc.block, rc.name, base)
-            if found is not None and found[1]:
-                solved[rc.key] = found[0]
+        if program.cells[(rc.block, "fits")].dim == "bool" and program.cells[rc.key].dim != "bool":
+            found = search_answer(program, rc.block, rc.name, base)
+            if found.value is not None and found.verified:
+                solved[rc.key] = found.value
                 continue
         from .solve import solve  # the symbolic path: it says why when there is no answer
 

@@ -15,6 +15,7 @@ from .errors import KvdslError, UsageError
 EXIT_SPEC_ERROR = 1
 EXIT_USAGE_ERROR = 2
 EXIT_INTERNAL_ERROR = 3
+EXIT_NO_ANSWER = 1  # `solve` and `plan` found nothing that meets the condition (the reason is printed)
 
 
 def reports_errors(fn):
@@ -263,6 +264,8 @@ def solve(path, cell, block, sets, symbolic, as_json):
         click.echo(json.dumps(solution.to_json(), indent=2))
     else:
         click.echo(render(solution))
+    if solution.value is None:
+        sys.exit(EXIT_NO_ANSWER)
 
 
 @main.command()

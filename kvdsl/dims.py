@@ -110,6 +110,8 @@ class DimensionChecker:
             return ZERO if (e.bare and e.value == 0) else e.dim
         if cls is m.Bool:
             return BOOL
+        if cls is m.NoneValue:
+            return ZERO  # no value: it takes the dimension of what it stands beside
         if cls is m.Str:
             return TEXT
         if isinstance(e, m.Name):
@@ -207,6 +209,12 @@ class DimensionChecker:
         if len(e.args) < function.min_args or (function.max_args is not None and len(e.args) > function.max_args):
             self.errors.append(DimensionError(f"`{e.func}` takes {function.arity_text()}, not {len(e.args)}", e.span))
             return ERROR
+        if function.text:
+            dims = [self._infer(a) for a in e.args]
+            if any(d in (BOOL, TEXT) for d in dims):
+                self.errors.append(DimensionError(f"`{e.func}` needs numbers, not {describe(next(d for d in dims if d in (BOOL, TEXT)))}", e.span))
+                return ERROR
+            return TEXT
         dim = self._same(list(e.args), e.span, f"the arguments of `{e.func}`")
         if dim in (BOOL, TEXT):
             self.errors.append(DimensionError(f"`{e.func}` needs numbers, not {describe(dim)}", e.span))

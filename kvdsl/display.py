@@ -26,8 +26,17 @@ def plain_number(value, decimals: int = 4) -> str:
     return text if text not in ("-0", "") else "0"
 
 
+NOT_APPLICABLE = "n/a"  # how a `none` value reads
+
+
+def _not_applicable(value) -> bool:
+    return type(value).__name__ == "_NotApplicable"
+
+
 def json_number(value):
-    """Exact integers stay integers; other fractions become floats."""
+    """Exact integers stay integers; other fractions become floats; `none` is null."""
+    if _not_applicable(value):
+        return None
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
     if isinstance(value, Fraction):
@@ -51,6 +60,8 @@ def format_value(value, dim) -> str:
     """A cell value with its unit, for the human-readable output."""
     if value is None:
         return "?"
+    if _not_applicable(value):
+        return NOT_APPLICABLE
     if isinstance(value, float) and math.isinf(value):
         return UNBOUNDED if value > 0 else "-" + UNBOUNDED
     if isinstance(value, bool):

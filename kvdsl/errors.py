@@ -174,6 +174,10 @@ class SolveError(KvdslError):
     """A question the solver cannot answer in closed form."""
 
 
+class NoLiveForm(SolveError):
+    """An answer a search found that no spreadsheet formula can follow (the workload's targets, say)."""
+
+
 class ExportError(KvdslError):
     """A workbook that cannot be written as asked."""
 

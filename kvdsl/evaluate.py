@@ -21,6 +21,30 @@ class _Unknown(Exception):
     """Raised inside evaluation when a value depends on an unsolved cell."""
 
 
+class _NotApplicable:
+    """The value of `none`: a cell that has no value here (a deployment that does not run has no cost).
+
+    It spreads as a spreadsheet's #N/A does: any arithmetic, comparison, text
+    or function of it is `none`, and so is an `if` on it.
+    """
+
+    _instance = None
+
+    def __new__(cls):
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "none"
+
+    def __reduce__(self):
+        return (_NotApplicable, ())
+
+
+NONE = _NotApplicable()
+
+
 def evaluate_expr(expr, values: dict):
     """The value of a resolved expression, given the values of the cells it uses."""
     cls = expr.__class__
@@ -34,13 +58,20 @@ def evaluate_expr(expr, values: dict):
     if cls is m.Num or cls is m.Bool or cls is m.Str:
         return expr.value
     if cls is m.If:
-        branch = expr.then if evaluate_expr(expr.cond, values) else expr.otherwise
-        return evaluate_expr(branch, values)
+        cond = evaluate_expr(expr.cond, values)
+        if cond is NONE:
+            return NONE
+        return evaluate_expr(expr.then if cond else expr.otherwise, values)
     if cls is m.Call:
-        return FUNCTIONS[expr.func].exact([evaluate_expr(a, values) for a in expr.args])
+        args = [evaluate_expr(a, values) for a in expr.args]
+        return NONE if any(a is NONE for a in args) else FUNCTIONS[expr.func].exact(args)
     if cls is m.Unary:
         inner = evaluate_expr(expr.operand, values)
+        if inner is NONE:
+            return NONE
         return (not inner) if expr.op == "not" else -inner
+    if cls is m.NoneValue:
+        return NONE
     raise TypeError(f"cannot evaluate {expr!r}")
 
 
@@ -55,12 +86,18 @@ def text_of(value) -> str:
 
 def _binary(expr: m.Binary, values: dict):
     op = expr.op
-    if op == "and":
-        return bool(evaluate_expr(expr.left, values)) and bool(evaluate_expr(expr.right, values))
-    if op == "or":
-        return bool(evaluate_expr(expr.left, values)) or bool(evaluate_expr(expr.right, values))
+    if op == "and" or op == "or":
+        left = evaluate_expr(expr.left, values)
+        if left is NONE:
+            return NONE
+        if bool(left) == (op == "or"):  # decided by the left side
+            return bool(left)
+        right = evaluate_expr(expr.right, values)
+        return NONE if right is NONE else bool(right)
     a = evaluate_expr(expr.left, values)
     b = evaluate_expr(expr.right, values)
+    if a is NONE or b is NONE:
+        return NONE
     if op == "&":
         return text_of(a) + text_of(b)
     if op == "+":
@@ -102,6 +139,8 @@ def _power(expr, a, b):
 
 
 def _in_range(value, rc):
+    if value is NONE:
+        return value
     if isinstance(value, Fraction) and max(abs(value.numerator).bit_length(), value.denominator.bit_length()) > MAX_BITS:
         raise EvaluationError(f"`{rc.name}` is out of range (beyond 10^120 or closer to 0 than 10^-120)", rc.cell.span)
     return value

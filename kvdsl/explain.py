@@ -45,6 +45,8 @@ def expr_text(expr, name: Callable[[CellRef], str], parent: int = 0) -> str:
         return _number(expr)
     if isinstance(expr, m.Bool):
         return "true" if expr.value else "false"
+    if isinstance(expr, m.NoneValue):
+        return "none"
     if isinstance(expr, m.Str):
         return quoted(expr.value)
     if isinstance(expr, CellRef):
@@ -119,8 +121,13 @@ class Explainer:
             return
         rule = rc.cell.source.split('=', 1)[1].strip()
         self.lines.append(f"{pad}{label} = {rule}  {where}")
-        prefix = label.rpartition(".")[0]
-        qualified = (lambda r: f"{prefix}.{r.text}") if prefix else (lambda r: r.text)
+        # the path to this cell's block, as the label reads it (`model.` for `model.layers`;
+        # none for an engine's cell the block runs, `vllm.num_blocks`)
+        prefix = label[: -len(key[1])].rstrip(".") if label.endswith(key[1]) else label.rpartition(".")[0]
+
+        def qualified(r):
+            name = r.key[1] if not r.via and r.key[0] == key[0] else r.text
+            return f"{prefix}.{name}" if prefix else name
         held: list = []
         expr = taken_branches(rc.expr, self.values, held)
         substituted = expr_text(expr, lambda r: self.operand_text(r.key))

@@ -29,6 +29,7 @@ class Function:
     sympy: str
     excel: Callable
     excel_negative: bool = False
+    text: bool = False  # its value is text (its arguments are numbers)
 
     def arity_text(self) -> str:
         if self.min_args == self.max_args:
@@ -39,6 +40,18 @@ class Function:
         import sympy
 
         return getattr(sympy, self.sympy)
+
+
+def _fixed(args) -> str:
+    """`x` rounded to `digits` decimals (halves away from zero), with thousands separators: Excel's FIXED."""
+    x, digits = Fraction(args[0]), args[1]
+    if Fraction(digits).denominator != 1 or not 0 <= digits <= 15:
+        raise ValueError(f"fixed() takes a whole number of decimals from 0 to 15, not {float(digits):g}")
+    scale = 10 ** int(digits)
+    units = math.floor(abs(x) * scale + Fraction(1, 2))
+    whole, part = divmod(units, scale)
+    text = f"{whole:,}" + (f".{part:0{int(digits)}d}" if digits else "")
+    return "-" + text if x < 0 and units else text
 
 
 def _call(name: str) -> Callable:
@@ -54,4 +67,6 @@ FUNCTIONS = {f.name: f for f in (
     Function("ceil", 1, 1, lambda args: Fraction(math.ceil(args[0])), "ceiling", lambda args: f"-INT(-({args[0]}))",
              excel_negative=True),
     Function("abs", 1, 1, lambda args: abs(args[0]), "Abs", _call("ABS")),
+    # text of a number for a sentence: fixed(tpot_seconds / 1 ms, 1) is "41.2"
+    Function("fixed", 2, 2, _fixed, "", _call("FIXED"), text=True),
 )}

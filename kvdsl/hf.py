@@ -276,6 +276,7 @@ class ImportedModel:
     weight_dtype: str = "bf16"
     weight_comment: str = ""
     expert_dtype: Optional[str] = None
+    hf_id: str = ""  # the Hugging Face repository, when the config names one
 
     def add(self, name: str, value, comment: str = "") -> None:
         self.cells.append(SpecCell(name, str(value), comment))
@@ -294,6 +295,8 @@ class ImportedModel:
         lines = [visible(line) for line in lines]
         lines.append(f'model {self.name} "{quoted(self.title)}" {{')
         lines.append(f'    source = "{quoted(self.source)}"')
+        if self.hf_id:
+            lines.append(f'    hf_id = "{quoted(self.hf_id)}"')
         for cell in self.cells:
             text = f"    {cell.name} = {cell.value}"
             lines.append(f"{text:<30} # {visible(cell.comment)}" if cell.comment else text)
@@ -739,6 +742,7 @@ def _import(root: Config, findings: Findings, name: Optional[str], title: Option
     config.family = family
     label = known.label if known else f"`{model_type}`" if model_type else "an unnamed architecture"
     out = ImportedModel(name or block_name(title), title, f"{repo} config.json ({Path(root.path).name})", label)
+    out.hf_id = repo if HUB_ID.fullmatch(repo) else ""
     if nested:
         out.notes.append("The language model is read from `text_config`; the vision encoder is not counted in `params`.")
     mtp_key, mtp = next(((k, c.data[k]) for k in ("num_nextn_predict_layers", "mtp_num_hidden_layers") for c in (root, config)

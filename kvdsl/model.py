@@ -61,6 +61,13 @@ class Bool(_Node):
 
 
 @dataclass(frozen=True)
+class NoneValue(_Node):
+    """`none`: no value, where one does not apply (the cost of a deployment that does not run)."""
+
+    span: Span
+
+
+@dataclass(frozen=True)
 class Str(_Node):
     """A text literal: `"GQA"`."""
 
@@ -115,7 +122,7 @@ class If(_Node):
     _fields = ("cond", "then", "otherwise")
 
 
-Expr = Union[Num, Bool, Str, Name, Unary, Binary, Call, If]
+Expr = Union[Num, Bool, NoneValue, Str, Name, Unary, Binary, Call, If]
 
 
 # ---- cells and blocks ----------------------------------------------------

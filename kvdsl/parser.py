@@ -24,6 +24,7 @@ _WORDS = {
     "ADD_OP": "`+` or `-`",
     "MUL_OP": "`*` or `/`",
     "BOOLEAN": "`true` or `false`",
+    "NONE": "`none`",
 }
 
 

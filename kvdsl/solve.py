@@ -23,15 +23,13 @@ from sympy.printing.pretty.pretty import PrettyPrinter
 from sympy.printing.pretty.stringpict import prettyForm
 
 from .display import format_value, gib_text
-from .errors import SolveError, UsageError
+from .errors import NoLiveForm, SolveError, UsageError
 from .evaluate import evaluate
 from .graph import Key, Program
-from .search import SEARCH_LIMIT, Feasibility, allowed_integer, depends_on, find_key, integer_quantity, integer_search, real_search
-from .symbolic import Expander, to_rational
+from .search import CONSTRAINT, TARGETS, Feasibility, constraint_for, depends_on, find_key, integer_quantity, search_answer
+from .symbolic import Expander, TooLarge, to_rational
 from .units import Dim
 
-CONSTRAINT = "fits"
-TARGETS = "meets_targets"  # fits, and serves the deployment's workload within its targets
 
 
 @dataclass
@@ -58,6 +56,9 @@ class Solution:
     message: Optional[str] = None
     verified: bool = False
     constraint: str = CONSTRAINT  # the condition solved: `fits`, or `meets_targets` when the workload asks
+    windows: object = None  # search.Windows of an integer cell: every run of values where the condition holds
+    env: Optional[dict] = field(default=None, repr=False)
+    binding: object = field(default=None, repr=False)
 
     def to_json(self) -> dict:
         value = self.value
@@ -71,6 +72,8 @@ class Solution:
             "unit": self.unit,
             "regimes": [{"condition": r.condition, "expression": r.expression, "active": r.active} for r in self.regimes],
             "message": self.message,
+            "constraint": self.constraint,
+            "windows": self.windows.to_json() if self.windows is not None else None,
         }
 
 
@@ -212,61 +215,79 @@ def _solve(program: Program, block: str, cell: str, symbolic, others: bool, unch
     base = evaluate(program, _other_unknowns(program, target, unchecked) if others else {}, unchecked=unchecked)
     unit = rc.dim.unit() if isinstance(rc.dim, Dim) else None
     solution = Solution(block, cell, unit, rc.dim)
-    if _asks_targets(program, block, base) and (block, TARGETS) in affected:
-        return _solve_targets(program, solution, target, base)
-    feasible = Feasibility(program, base, target, (block, CONSTRAINT))
-    if (block, CONSTRAINT) not in affected or target == (block, CONSTRAINT):
-        solution.message = f"`{CONSTRAINT}` does not depend on `{cell}`"
+    solution.constraint = constraint_for(program, block, cell, base)
+    if (block, solution.constraint) not in affected or target == (block, solution.constraint):
+        solution.message = f"`{solution.constraint}` does not depend on `{cell}`"
         return solution
-
-    x, expander, constraint = _expand_constraint(program, block, cell, affected)
-    _check_monotone_form(constraint, x, block, cell)
-    env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
-    zeros = {sym: 0 for sym, value in env.items() if value == 0 and expander.symbols[sym] not in keep}
-    bounds = _bounds(constraint.subs(zeros), x, env)
     integer = integer_quantity(program, target, base)
-    _answer(solution, bounds, feasible, integer, env, x, {s for s, k in expander.symbols.items() if k in keep})
-    _check_requirements(program, solution, feasible, target)
-    if solution.value is None and solution.message is None:
-        solution.message = _why_not(program, block, cell, base, constraint, x, env, feasible)
-    return solution
-
-
-def _asks_targets(program: Program, block: str, base: dict) -> bool:
-    """True when the block's workload asks for more than one user or sets a latency target."""
-    if (block, TARGETS) not in program.cells or (block, "workload") not in program.cells:
-        return False
-    workload = base.get((block, "workload"))
-    asks = [base.get((workload, "users")), base.get((workload, "ttft_target")), base.get((workload, "tpot_target"))]
-    return any(v is not None and v > (1 if i == 0 else 0) for i, v in enumerate(asks))
-
-
-def _solve_targets(program: Program, solution: Solution, target: Key, base: dict) -> Solution:
-    """The cell solved for `meets_targets`, by search on the exact rules.
-
-    When 1 already meets the targets the answer is the largest value that still
-    does (batch); otherwise the smallest that does (replicas, GPUs).
-    """
-    block, cell = target
-    solution.constraint = TARGETS
-    feasible = Feasibility(program, base, target, (block, TARGETS))
-    if integer_quantity(program, target, base):
-        solution.direction = "max" if feasible(1) else "min"
-        value = integer_search(feasible, None, solution.direction)
-        if value is not None and value != SEARCH_LIMIT:
-            value = allowed_integer(program, feasible, value, solution.direction)
-        if value is not None and value != SEARCH_LIMIT:
-            step = 1 if solution.direction == "max" else -1
-            solution.value = value
-            solution.verified = feasible(value) and (value + step < 1 or not feasible(value + step))
+    expanded = None
+    if solution.constraint == CONSTRAINT:
+        try:
+            expanded = _expand_constraint(program, block, cell, affected)
+        except TooLarge:
+            solution.message = "no closed form: the condition reads more rules than a formula a reader could follow"
+    if expanded is not None:
+        x, expander, constraint = expanded
+        _check_monotone_form(constraint, x, block, cell, integer)
+        env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
+        zeros = {sym: 0 for sym, value in env.items() if value == 0 and expander.symbols[sym] not in keep}
+        bounds = _bounds(constraint.subs(zeros), x, env)
+        _closed_form(solution, bounds, env, x)
+    if not integer and solution.expression is not None and _exact_real(solution, program, base, target):
+        found = None
     else:
-        solution.value, solution.direction = real_search(feasible)
-        solution.verified = solution.value is not None
-    if solution.value is None:
-        values = feasible.values(base[target]) if base.get(target) is not None else base
-        failing = _failing_targets(block, values)
-        solution.message = f"no `{cell}` meets the workload's targets" + (f": {failing}" if failing else "")
+        found = search_answer(program, block, cell, base, solution.constraint)
+        _take(solution, found, integer)
+    if solution.constraint == CONSTRAINT and expanded is None:
+        if solution.value is None and not (found is not None and found.windows is not None and found.windows.spans):
+            solution.message = f"no `{cell}` satisfies `{CONSTRAINT}`" + _nearest_text(found, cell)
+    elif solution.constraint == CONSTRAINT:
+        if solution.expression is None and solution.value is not None:
+            solution.message = "no closed form: the answer is where a condition of the rules changes, found by search"
+        if not integer:
+            _check_requirements(program, solution, Feasibility(program, base, target, (block, CONSTRAINT)))
+        if solution.expression is not None:
+            _regimes(solution, env, x, {s for s, k in expander.symbols.items() if k in keep})
+        if solution.value is None and solution.message is None:
+            solution.message = _why_not(program, block, cell, base, constraint, x, env, found)
+    elif solution.value is None and solution.message is None:
+        solution.message = _no_target_answer(program, block, cell, base, found)
     return solution
+
+
+def _take(solution: Solution, found, integer: bool) -> None:
+    """The search's answer: the documented end of its windows, or the boundary of a real number."""
+    solution.direction = found.direction
+    solution.windows = found.windows
+    if found.value is None:
+        if found.windows is not None and found.windows.spans:
+            solution.message = (f"`{solution.cell}` is not bounded: the constraint holds for every value from "
+                                f"{found.windows.spans[-1][0]:,}")
+        return
+    solution.value = int(found.value) if integer else found.value
+    solution.verified = found.verified
+
+
+def _exact_real(solution: Solution, program: Program, base: dict, target: Key) -> bool:
+    """A real number's answer from its closed form, exactly, when it holds there (True if taken)."""
+    exact = solution.expression.subs(solution.env)
+    value = Fraction(str(exact)) if exact.is_Rational else Fraction(solution.relaxed)
+    feasible = Feasibility(program, base, target, (target[0], CONSTRAINT))
+    if not feasible.values(value).get(feasible.constraint):
+        return False
+    solution.value, solution.verified = value, True
+    return True
+
+
+def _no_target_answer(program: Program, block: str, cell: str, base: dict, found) -> str:
+    """Why no value meets the workload's targets: what fails where it comes closest."""
+    nearest = found.windows.nearest if found.windows is not None else None
+    feasible = Feasibility(program, base, (block, cell), (block, TARGETS))
+    at = nearest if nearest is not None else base.get((block, cell))
+    values = feasible.values(at) if at is not None else base
+    failing = _failing_targets(block, values)
+    where = f"; nearest, at {cell} {at:,}" if nearest is not None else ""
+    return f"no `{cell}` meets the workload's targets{where}" + (f": {failing}" if failing else "")
 
 
 def _failing_targets(block: str, values: dict) -> str:
@@ -291,15 +312,29 @@ def _condition(relation) -> str:
     return sp.sstr(relation)
 
 
+EXPANDED_NODES = 3000  # the largest condition, every rule it reads expanded, built as a closed form
+
+
 def _expand_constraint(program: Program, block: str, cell: str, affected: set):
-    """(x, expander, fits): the constraint expanded through the cells that depend on `cell`, now x."""
+    """(x, expander, fits): the constraint expanded through the cells that depend on `cell`, now x.
+
+    Raises TooLarge past EXPANDED_NODES nodes (counted before SymPy builds anything).
+    """
     x = sp.Symbol(cell, positive=True)
     expander = Expander(program, stop=lambda key: key not in affected, rename={(block, cell): x})
+    if expander.size((block, CONSTRAINT)) > EXPANDED_NODES:
+        raise TooLarge(f"`{CONSTRAINT}` of `{block}` reads more rules than a closed form a reader could follow")
     return x, expander, expander.expand((block, CONSTRAINT))
 
 
-def _check_monotone_form(constraint, x, block: str, cell: str) -> None:
-    """kvdsl solves constraints made of <, <=, >, >= joined by `and`: a boundary, not a set of points."""
+def _check_monotone_form(constraint, x, block: str, cell: str, integer: bool) -> None:
+    """A real number is solved for a boundary: the constraint must be made of <, <=, >, >= joined by `and`.
+
+    An integer cell may also meet `==` and `!=` (the heads an engine splits
+    evenly): the search tries every value, and the closed form shows the inequalities.
+    """
+    if integer:
+        return
     for relation in _relations(constraint):
         if relation.has(x) and not isinstance(relation, (sp.Le, sp.Lt, sp.Ge, sp.Gt)):
             raise SolveError(
@@ -319,19 +354,13 @@ def _other_unknowns(program: Program, target: Key, unchecked: frozenset) -> dict
     return solved
 
 
-def _check_requirements(program: Program, solution: Solution, feasible, target: Key) -> None:
+def _check_requirements(program: Program, solution: Solution, feasible) -> None:
     """An answer that breaks a `require` (utilization above 1, say) is no answer."""
     from .evaluate import broken_requirements
 
     if solution.value is None:
         return
-    values = feasible.values(solution.value)
-    broken = broken_requirements(program, values)
-    if broken and isinstance(solution.value, int) and solution.value != SEARCH_LIMIT:
-        allowed = allowed_integer(program, feasible, solution.value, solution.direction)
-        if allowed is not None:
-            solution.value = allowed
-            return
+    broken = broken_requirements(program, feasible.values(solution.value))
     if broken:
         value = format_value(solution.value, solution.dim)
         solution.message = f"the answer {value} breaks a requirement: {broken[0].message}"
@@ -361,9 +390,8 @@ def _bounds(constraint, x, env: dict) -> list:
     return out
 
 
-def _answer(solution: Solution, bounds: list, feasible, integer: bool, env: dict, x, keep: set) -> None:
-    """Pick the binding relation and regime, then find the exact answer."""
-    binding = None  # (regimes, condition, root, value, slope)
+def _closed_form(solution: Solution, bounds: list, env: dict, x) -> None:
+    """The binding relation and regime of the relaxed constraint: the closed form shown beside the answer."""
     limits = []
     for regimes in bounds:
         active = []
@@ -374,35 +402,21 @@ def _answer(solution: Solution, bounds: list, feasible, integer: bool, env: dict
                 active.append((regimes, condition, root, value, slope))
         if active:
             limits.append(min(active, key=lambda c: c[3]))
-    if limits:
-        slopes = [c[4] for c in limits if c[4] is not None]
-        solution.direction = "min" if slopes and all(s < 0 for s in slopes) else "max"
-        pick = min if solution.direction == "max" else max
-        binding = pick(limits, key=lambda c: c[3])
-        solution.expression = binding[2]
-        solution.relaxed = binding[3]
-        solution.limits = [(c[2], c[3]) for c in limits if c is not binding]
-    if integer:
-        solution.value = integer_search(feasible, solution.relaxed, solution.direction)
-        if solution.value is not None and solution.value != SEARCH_LIMIT:
-            step = 1 if solution.direction == "max" else -1
-            neighbour = solution.value + step
-            solution.verified = feasible(solution.value) and (neighbour < 1 or not feasible(neighbour))
-    elif solution.relaxed is not None:
-        exact = solution.expression.subs(env)
-        solution.value = Fraction(str(exact)) if exact.is_Rational else Fraction(solution.relaxed)
-        solution.verified = feasible(solution.value)
-    else:  # no closed form: find the boundary by bisection on the exact rules
-        solution.value, solution.direction = real_search(feasible)
-        solution.verified = solution.value is not None
-    if solution.value is not None and solution.value == SEARCH_LIMIT:
-        solution.value = None
-        solution.message = f"`{solution.cell}` is not bounded: the constraint holds for every value"
-    if binding is None:
+    if not limits:
         return
+    slopes = [c[4] for c in limits if c[4] is not None]
+    direction = "min" if slopes and all(s < 0 for s in slopes) else "max"
+    binding = (min if direction == "max" else max)(limits, key=lambda c: c[3])
+    solution.expression, solution.relaxed = binding[2], binding[3]
+    solution.limits = [(c[2], c[3]) for c in limits if c is not binding]
+    solution.env, solution.binding = env, binding
+
+
+def _regimes(solution: Solution, env: dict, x, keep: set) -> None:
+    """The binding relation's regimes, the one the answer falls in marked."""
     point = solution.value if solution.value is not None else solution.relaxed
     shown = {s: v for s, v in env.items() if s not in keep}
-    for condition, root, _ in binding[0]:
+    for condition, root, _ in solution.binding[0]:
         cond = condition.subs(env)
         is_active = point is not None and bool(cond.subs(x, to_rational(Fraction(point))))
         solution.regimes.append(Regime(_condition_text(condition, shown), sp.sstr(root), is_active))
@@ -417,17 +431,23 @@ def _condition_text(condition, env) -> str:
         return "always"
     symbols = condition.free_symbols
     if len(symbols) == 1:
-        x = next(iter(symbols))
-        bound = _linear_bound(condition, x)
-        if bound is not None:
-            condition = bound
-        else:
-            try:
-                condition = sp.solve_univariate_inequality(condition, x, relational=True)
-            except (NotImplementedError, ValueError, TypeError):
-                pass
-        condition = condition.subs({sp.Lt(x, sp.oo): sp.true, sp.Lt(-sp.oo, x): sp.true, sp.Lt(0, x): sp.true})
+        condition = _one_bound(condition, next(iter(symbols)))
     return sp.sstr(condition)
+
+
+def _one_bound(condition, x):
+    """A condition on x alone, each of its `and`ed parts as a bound on x where one can be read."""
+    if isinstance(condition, sp.And):
+        return sp.And(*[_one_bound(part, x) for part in condition.args])
+    bound = _linear_bound(condition, x)
+    if bound is not None:
+        condition = bound
+    elif isinstance(condition, sp.core.relational.Relational):
+        try:
+            condition = sp.solve_univariate_inequality(condition, x, relational=True)
+        except (NotImplementedError, ValueError, TypeError):
+            pass
+    return condition.subs({sp.Lt(x, sp.oo): sp.true, sp.Lt(-sp.oo, x): sp.true, sp.Lt(0, x): sp.true})
 
 
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
@@ -452,16 +472,19 @@ def _linear_bound(condition, x):
     return sp.Rel(root, x, _FLIPPED[op])
 
 
-def _why_not(program: Program, block: str, cell: str, base: dict, constraint, x, env, feasible) -> str:
+def _why_not(program: Program, block: str, cell: str, base: dict, constraint, x, env, found) -> str:
     shortfall = base.get((block, "shortfall_bytes_per_gpu"))
     if shortfall is not None and shortfall > 0:
         return f"no `{cell}` fits: the weights alone exceed the usable memory of each GPU by {gib_text(shortfall)}"
     for relation in _relations(constraint):
         if isinstance(relation, sp.core.relational.Relational) and not relation.has(x) and relation.subs(env) is sp.false:
             return f"`{CONSTRAINT}` fails whatever `{cell}` is: `{sp.sstr(relation)}` is false"
-    if all(feasible(n) for n in (1, 1000, 10**9)):
-        return f"`{CONSTRAINT}` holds for every `{cell}` tried (1, 1,000, 10^9): nothing bounds it"
-    return f"no positive `{cell}` satisfies `{CONSTRAINT}`"
+    return f"no positive `{cell}` satisfies `{CONSTRAINT}`" + _nearest_text(found, cell)
+
+
+def _nearest_text(found, cell: str) -> str:
+    nearest = found.windows.nearest if found is not None and found.windows is not None else None
+    return f" (it comes nearest at {cell} {nearest:,})" if nearest is not None else ""
 
 
 class _NamePrinter(PrettyPrinter):
@@ -528,6 +551,11 @@ def render(solution: Solution) -> str:
         holds = "it meets the targets" if solution.constraint == TARGETS else "it fits"
         check = (f"checked: {holds}, {other}" if integer else f"checked: {holds}") if solution.verified else "NOT verified by substitution"
         lines.append(f"  {what} {solution.cell}: {format_value(solution.value, solution.dim)}  ({check})")
+    windows = solution.windows.spans if solution.windows is not None else []
+    if len(windows) > 1 or (windows and windows[0][0] > 1 and windows[0][1] is not None):
+        shown = ", ".join(_window_text(w) for w in windows[:WINDOWS_SHOWN])
+        more = f" and {len(windows) - WINDOWS_SHOWN:,} more" if len(windows) > WINDOWS_SHOWN else ""
+        lines.append(f"  holds for {solution.cell} in {shown}{more}")
     if solution.message:
         lines.append(f"  {solution.message}")
     if len(solution.regimes) > 1:
@@ -537,6 +565,16 @@ def render(solution: Solution) -> str:
         lines.append("  (* marks the regime the given values fall in)")
     return "\n".join(lines)
 
+
+
+WINDOWS_SHOWN = 8
+
+
+def _window_text(window) -> str:
+    low, high = window
+    if high is None:
+        return f"{low:,} and up"
+    return f"{low:,}" if low == high else f"{low:,}-{high:,}"
 
 
 def _rounding_step(gap, x):
@@ -559,10 +597,16 @@ def live_form(program: Program, block: str, cell: str, assume_zeros: bool = Fals
     without any); `assumed` names them.
     """
     target = find_key(program, block, cell)
-    x, expander, constraint = _expand_constraint(program, block, cell, depends_on(program, target))
     solution = solve(program, block, cell)
     if solution.value is None:
         raise SolveError(f"cannot write `{block}.{cell}` as a formula: {solution.message}")
+    if solution.constraint != CONSTRAINT:
+        raise NoLiveForm(f"`{block}.{cell}` meets the workload's targets by search: no formula follows it")
+    x, expander, constraint = _expand_constraint(program, block, cell, depends_on(program, target))
+    if _larger_than(constraint, LIVE_FORM_NODES):
+        raise NoLiveForm(f"the closed form of `{block}.{cell}` is too large for a formula")
+    if any(r.has(x) and not isinstance(r, (sp.Le, sp.Lt, sp.Ge, sp.Gt)) for r in _relations(constraint)):
+        raise NoLiveForm(f"`{block}.{cell}` must also meet `==` or `!=` conditions: no formula follows them")
     assumed = []
     if assume_zeros:
         values = evaluate(program, unchecked=frozenset(k for k, rc in program.cells.items() if rc.form == "require"))
@@ -600,6 +644,16 @@ def live_form(program: Program, block: str, cell: str, assume_zeros: bool = Fals
         expr = sp.floor(expr) if solution.direction == "max" else sp.ceiling(expr)
     _check_live_form(program, block, cell, expr, expander, solution)
     return expr, expander, sorted(assumed)
+
+
+LIVE_FORM_NODES = 4000  # a constraint larger than this (every engine rule expanded) is not written as a formula
+
+
+def _larger_than(expr, limit: int) -> bool:
+    for count, _ in enumerate(sp.preorder_traversal(expr)):
+        if count > limit:
+            return True
+    return False
 
 
 def _unbounded_where_zero(root):

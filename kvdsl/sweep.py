@@ -215,7 +215,7 @@ def _floats(value):
     """A value as NumPy takes it: exact numbers become floats, an unknown nan."""
     import numpy as np
 
-    if value is None:
+    if value is None or type(value).__name__ == "_NotApplicable":
         return np.nan
     if isinstance(value, Fraction):
         return float(value)
@@ -236,8 +236,11 @@ def vector_value(expr, values: dict):
 
     if isinstance(expr, (m.Num, m.Bool, m.Str)):
         return expr.value
+    if isinstance(expr, m.NoneValue):
+        return np.nan
     if isinstance(expr, CellRef):
-        return _floats(values[expr.key]) if values[expr.key] is None else values[expr.key]
+        value = values[expr.key]
+        return _floats(value) if value is None or type(value).__name__ == "_NotApplicable" else value
     if isinstance(expr, m.Unary):
         inner = vector_value(expr.operand, values)
         if expr.op == "not":
@@ -267,6 +270,8 @@ def _vector_call(func: str, args: list):
 
     if _exact(*args):
         return FUNCTIONS[func].exact(args)
+    if FUNCTIONS[func].text:  # text: only where nothing it reads varies (sweeps report numbers)
+        return np.nan
     args = [_floats(a) for a in args]
     if func == "min":
         return functools.reduce(np.minimum, args)
@@ -306,6 +311,8 @@ def _vector_binary(op: str, a, b):
     import numpy as np
 
     exact, ufunc = _OPS[op]
+    if isinstance(a, str) != isinstance(b, str):
+        return np.nan  # a text that varies (a sentence): sweeps report numbers
     small_power = op == "^" and isinstance(b, Fraction) and b.denominator == 1 and abs(b) <= 64 and not (a == 0 and b < 0)
     if _exact(a, b) and (small_power or (exact is not None and not (op == "/" and b == 0))):
         return a ** int(b) if op == "^" else exact(a, b)

@@ -18,6 +18,19 @@ from .functions import FUNCTIONS
 from .program import CellRef, Form, Key, Program
 
 
+def _decided(program: Program, cond) -> Optional[bool]:
+    """The value of a text comparison that is fixed in this program (`engine == "vllm"`), else None."""
+    if isinstance(cond, m.Binary) and cond.op in ("==", "!="):
+        left, right = static_text(program, cond.left), static_text(program, cond.right)
+        if left is not None and right is not None:
+            return (left == right) == (cond.op == "==")
+    return None
+
+
+class TooLarge(SolveError):
+    """An expansion through more rules than a readable closed form could hold."""
+
+
 def to_rational(value):
     """A Fraction, bool or int as a SymPy number."""
     if isinstance(value, bool):
@@ -57,6 +70,8 @@ def convert(expr, ref: Callable[[CellRef], sp.Basic], text: Callable = lambda e:
         return to_rational(expr.value)
     if isinstance(expr, m.Bool):
         return sp.true if expr.value else sp.false
+    if isinstance(expr, m.NoneValue):
+        return sp.nan
     if isinstance(expr, CellRef):
         return ref(expr)
     if isinstance(expr, m.Unary):
@@ -67,9 +82,9 @@ def convert(expr, ref: Callable[[CellRef], sp.Basic], text: Callable = lambda e:
         if cond in (sp.true, sp.false):  # decided here (a text comparison): only the branch taken
             return convert(expr.then if cond == sp.true else expr.otherwise, ref, text)
         return sp.Piecewise((convert(expr.then, ref, text), cond), (convert(expr.otherwise, ref, text), True))
-    if isinstance(expr, m.Call):
+    if isinstance(expr, m.Call) and not FUNCTIONS[expr.func].text:
         return FUNCTIONS[expr.func].sympy_form()(*[convert(a, ref, text) for a in expr.args])
-    if isinstance(expr, m.Str) or (isinstance(expr, m.Binary) and expr.op == "&"):
+    if isinstance(expr, (m.Str, m.Call)) or (isinstance(expr, m.Binary) and expr.op == "&"):
         raise SolveError(f"`{expr_source(expr)}` is text: it has no symbolic form", expr.span)
     if isinstance(expr, m.Binary):
         a, b = convert(expr.left, ref, text), convert(expr.right, ref, text)
@@ -130,6 +145,32 @@ class Expander:
         self.vias[sym] = via
         return sym
 
+    def size(self, key: Key) -> int:
+        """The nodes the cell's rule has once every rule it reads is expanded into it (no SymPy)."""
+        sizes: dict = {}
+
+        def of_cell(k: Key) -> int:
+            if k in self.rename:
+                return 1
+            if k not in sizes:
+                sizes[k] = 1  # a cycle counts once
+                sizes[k] = of_expr(self.program.cells[k].expr)
+            return sizes[k]
+
+        def of_expr(expr) -> int:
+            if isinstance(expr, CellRef):
+                if self.stop(expr.key) or self.program.cells[expr.key].form in ("input", "unknown"):
+                    return 1
+                return of_cell(expr.key)
+            if isinstance(expr, m.If):
+                decided = _decided(self.program, expr.cond)
+                if decided is not None:
+                    return of_expr(expr.then if decided else expr.otherwise)
+            children = expr.children() if hasattr(expr, "children") and getattr(expr, "_fields", ()) else ()
+            return 1 + sum(of_expr(child) for child in children)
+
+        return of_cell(key)
+
     def expand(self, key: Key, prefix: str = "", via: tuple = ()) -> sp.Basic:
         if key in self.rename:
             return self.rename[key]
@@ -138,11 +179,14 @@ class Expander:
         rc = self.program.cells[key]
 
         def ref(r: CellRef):
-            name = prefix + r.text
+            # an engine's cell run by this block (`vllm.num_blocks`, and the names
+            # inside it) is read by its own name: no path leads to it
+            instanced = not r.via and r.key[0] == key[0]
+            name = prefix + (r.key[1] if instanced else r.text)
             chain = via + r.via
             if self.stop(r.key) or self.program.cells[r.key].form in ("input", "unknown"):
                 return self.symbol(r.key, name, chain)
-            head = r.text.rpartition(".")[0]
+            head = "" if instanced else r.text.rpartition(".")[0]
             return self.expand(r.key, prefix + (head + "." if head else ""), chain)
 
         result = convert(rc.expr, ref, lambda e: static_text(self.program, e))

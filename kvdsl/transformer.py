@@ -261,6 +261,10 @@ class SpecTransformer(Transformer):
         return m.Bool(str(children[0]) == "true", self._span(meta))
 
     @v_args(meta=True)
+    def none(self, meta, children):
+        return m.NoneValue(self._span(meta))
+
+    @v_args(meta=True)
     def string(self, meta, children):
         return m.Str(_unquote(children[0]), self._span(meta))
 

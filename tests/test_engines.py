@@ -299,11 +299,11 @@ def test_llamacpp_separate_streams():
     assert (split["llamacpp.cells"], split["llamacpp.streams"]) == (10240, 3)
     assert split["llamacpp.kv_cache_tokens"] == 30720
     assert split["llamacpp.k_bytes"] == split["llamacpp.v_bytes"] == 36 * 30720 * 1024 * 2 == 2160 * MIB
-    assert split["llamacpp.max_context"] == 10240 and unified["llamacpp.max_context"] == 30208 // 3
+    assert split["llamacpp.slot_context"] == 10240 and unified["llamacpp.slot_context"] == 30208 // 3
     assert split["llamacpp.max_concurrency"] == 3
     # two requests more than streams: none of them has a stream
     assert block_values(spec, block, "context=10000", "batch=3", "llamacpp.kv_unified=false",
-                        "llamacpp.n_seq=2")["llamacpp.max_context"] == 0
+                        "llamacpp.n_seq=2")["llamacpp.slot_context"] == 0
 
 
 def test_llamacpp_separate_streams_sliding_window():

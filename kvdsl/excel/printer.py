@@ -436,6 +436,8 @@ class RulePrinter:
             return self._number(expr.value)
         if cls is m.Bool:
             return ("TRUE" if expr.value else "FALSE"), _R_ATOM
+        if cls is m.NoneValue:
+            return "NA()", _R_ATOM
         if cls is m.Str:
             return excel_text_literal(expr.value), _R_ATOM
         if isinstance(expr, m.Unary):

@@ -136,7 +136,8 @@ class WorkbookWriter:
 
     def __init__(self, program: Program, values: dict, sources: list):
         self.program = program
-        self.values = values
+        # a `none` value (a cost of a deployment that does not fit) has no number to lay out
+        self.values = {k: (None if type(v).__name__ == "_NotApplicable" else v) for k, v in values.items()}
         self.sources = sources
         self.blocks = [b for b in program.blocks.values() if (not b.prelude) or b.kind in ("format", "engine", "workload")]
         self._check_names()
@@ -488,7 +489,7 @@ class WorkbookWriter:
         elif rc.form == "unknown":
             from openpyxl.comments import Comment
 
-            from ..errors import SolveError
+            from ..errors import NoLiveForm, SolveError
             from ..solve import live_form
 
             try:
@@ -501,6 +502,10 @@ class WorkbookWriter:
                     target.comment = Comment(
                         f"Solved by kvdsl. The formula holds while these stay 0 (or false): {', '.join(assumed)}; "
                         "export again after changing them.", "kvdsl")
+            except NoLiveForm as exc:
+                target.value = _number(value)
+                target.comment = Comment(f"Solved by kvdsl: {exc.message}. This number does not follow the other "
+                                         "inputs: export again after changing them.", "kvdsl", width=300, height=90)
             except SolveError as exc:
                 raise ExportError(exc.message, rc.cell.span, exc.hint) from None
             self.formulas += 1
