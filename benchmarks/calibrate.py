@@ -193,16 +193,17 @@ def predict(settings=()):
         values = points[block].at(row["gpus"], batch, 1, **request)
         v = lambda cell: float(values[cell])  # noqa: E731
         metric = row["metric"]
+        # the roofline's figures: a measured run held its batch whatever kvdsl's memory accounting says
         if metric in ("ttft", "ttft_mean"):
-            predicted = v("ttft_seconds") * 1000
+            predicted = v("roofline_ttft_seconds") * 1000
         elif metric == "itl_mean":
-            predicted = v("tpot_seconds") * 1000
+            predicted = v("roofline_tpot_seconds") * 1000
         elif row["osl"] is None:  # a single stream's decode rate
-            predicted = 1 / v("tpot_seconds")
+            predicted = 1 / v("roofline_tpot_seconds")
         elif row["per"] == "per_gpu":
-            predicted = v("output_tokens_per_second_per_gpu")
+            predicted = batch / v("roofline_tpot_seconds") / row["gpus"]
         else:
-            predicted = v("output_tokens_per_second")
+            predicted = batch / v("roofline_tpot_seconds")
         out.append((table, name, row, batch, predicted, row["value"]))
     return out, skipped
 

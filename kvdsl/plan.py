@@ -25,6 +25,7 @@ from .evaluate import _Unknown, evaluate_expr
 KV_DTYPES = ("fp16", "fp8")
 VARIED = ("gpus", "batch", "replicas")
 OUTPUTS = ("fits", "meets_targets", "max_batch", "tpot_seconds", "ttft_seconds", "output_tokens_per_second",
+           "roofline_tpot_seconds", "roofline_ttft_seconds",
            "output_tokens_per_second_per_gpu",
            "cost_per_month", "cost_per_million_output_tokens", "users_served", "weights_bytes_per_gpu",
            "usable_bytes_per_gpu", "engine_runs_tensor_parallel")

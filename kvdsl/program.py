@@ -232,3 +232,25 @@ def _rebuilt(node, **fields):
     new.__dict__.update(node.__dict__)
     new.__dict__.update(fields)
     return new
+
+
+def static_text(program: Program, expr) -> Optional[str]:
+    """The text an expression always has in this program (a literal, a text cell, the block a reference cell names)."""
+    if isinstance(expr, m.Str):
+        return expr.value
+    if isinstance(expr, CellRef):
+        rc = program.cells[expr.key]
+        if rc.form == Form.REF:
+            return rc.ref_target
+        if rc.form == Form.TEXT and rc.cell.form == "text":
+            return rc.cell.text
+    return None
+
+
+def decided_text(program: Program, cond) -> Optional[bool]:
+    """The value of a text comparison that is fixed in this program (`engine == "vllm"`), else None."""
+    if isinstance(cond, m.Binary) and cond.op in ("==", "!="):
+        left, right = static_text(program, cond.left), static_text(program, cond.right)
+        if left is not None and right is not None:
+            return (left == right) == (cond.op == "==")
+    return None

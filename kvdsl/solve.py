@@ -240,7 +240,7 @@ def _solve(program: Program, block: str, cell: str, symbolic, others: bool, unch
         _take(solution, found, integer)
     if solution.constraint == CONSTRAINT and expanded is None:
         if solution.value is None and not (found is not None and found.windows is not None and found.windows.spans):
-            solution.message = f"no `{cell}` satisfies `{CONSTRAINT}`" + _nearest_text(found, cell)
+            solution.message = f"no `{cell}` satisfies `{CONSTRAINT}`" + _nearest_text(program, base, target, found)
     elif solution.constraint == CONSTRAINT:
         if solution.expression is None and solution.value is not None:
             solution.message = "no closed form: the answer is where a condition of the rules changes, found by search"
@@ -280,30 +280,21 @@ def _exact_real(solution: Solution, program: Program, base: dict, target: Key) -
 
 
 def _no_target_answer(program: Program, block: str, cell: str, base: dict, found) -> str:
-    """Why no value meets the workload's targets: what fails where it comes closest."""
+    """Why no value meets the workload's targets: the verdict where it comes closest."""
     nearest = found.windows.nearest if found.windows is not None else None
-    feasible = Feasibility(program, base, (block, cell), (block, TARGETS))
     at = nearest if nearest is not None else base.get((block, cell))
-    values = feasible.values(at) if at is not None else base
-    failing = _failing_targets(block, values)
+    verdict = verdict_at(program, base, (block, cell), at)
     where = f"; nearest, at {cell} {at:,}" if nearest is not None else ""
-    return f"no `{cell}` meets the workload's targets{where}" + (f": {failing}" if failing else "")
+    return f"no `{cell}` meets the workload's targets{where}" + (f": {verdict}" if verdict else "")
 
 
-def _failing_targets(block: str, values: dict) -> str:
-    """Which of fits, users, TTFT and TPOT fail at the given values."""
-    workload = values.get((block, "workload"))
-    v = lambda b, c: values.get((b, c))  # noqa: E731
-    out = []
-    if v(block, "fits") is False:
-        out.append("it does not fit")
-    if v(block, "users_served") is not None and v(workload, "users") is not None and v(block, "users_served") < v(workload, "users"):
-        out.append(f"serves {v(block, 'users_served')} of {v(workload, 'users')} users")
-    for name, cell in (("ttft", "ttft_seconds"), ("tpot", "tpot_seconds")):
-        want, got = v(workload, f"{name}_target"), v(block, cell)
-        if want and got is not None and got > want:
-            out.append(f"{cell} {float(got) * 1000:,.1f} ms > {float(want) * 1000:,.1f} ms")
-    return ", ".join(out)
+def verdict_at(program: Program, base: dict, target: Key, value) -> Optional[str]:
+    """The block's verdict sentence with `target` at `value` (None without a verdict or a value)."""
+    key = (target[0], "verdict")
+    if key not in program.cells or value is None:
+        return None
+    verdict = Feasibility(program, base, target, key).values(value).get(key)
+    return verdict if isinstance(verdict, str) else None
 
 
 def _condition(relation) -> str:
@@ -479,12 +470,18 @@ def _why_not(program: Program, block: str, cell: str, base: dict, constraint, x,
     for relation in _relations(constraint):
         if isinstance(relation, sp.core.relational.Relational) and not relation.has(x) and relation.subs(env) is sp.false:
             return f"`{CONSTRAINT}` fails whatever `{cell}` is: `{sp.sstr(relation)}` is false"
-    return f"no positive `{cell}` satisfies `{CONSTRAINT}`" + _nearest_text(found, cell)
+    feasible = Feasibility(program, base, (block, cell), (block, CONSTRAINT))
+    if all(feasible(n) for n in (1, 1000, 10**9)):
+        return f"`{CONSTRAINT}` holds for every `{cell}` tried (1, 1,000, 10^9): nothing bounds it"
+    return f"no positive `{cell}` satisfies `{CONSTRAINT}`" + _nearest_text(program, base, (block, cell), found)
 
 
-def _nearest_text(found, cell: str) -> str:
+def _nearest_text(program: Program, base: dict, target: Key, found) -> str:
     nearest = found.windows.nearest if found is not None and found.windows is not None else None
-    return f" (it comes nearest at {cell} {nearest:,})" if nearest is not None else ""
+    if nearest is None:
+        return ""
+    verdict = verdict_at(program, base, target, nearest)
+    return f"; nearest, at {target[1]} {nearest:,}" + (f": {verdict}" if verdict else "")
 
 
 class _NamePrinter(PrettyPrinter):
@@ -602,7 +599,10 @@ def live_form(program: Program, block: str, cell: str, assume_zeros: bool = Fals
         raise SolveError(f"cannot write `{block}.{cell}` as a formula: {solution.message}")
     if solution.constraint != CONSTRAINT:
         raise NoLiveForm(f"`{block}.{cell}` meets the workload's targets by search: no formula follows it")
-    x, expander, constraint = _expand_constraint(program, block, cell, depends_on(program, target))
+    try:
+        x, expander, constraint = _expand_constraint(program, block, cell, depends_on(program, target))
+    except TooLarge as exc:
+        raise NoLiveForm(exc.message) from None
     if _larger_than(constraint, LIVE_FORM_NODES):
         raise NoLiveForm(f"the closed form of `{block}.{cell}` is too large for a formula")
     if any(r.has(x) and not isinstance(r, (sp.Le, sp.Lt, sp.Ge, sp.Gt)) for r in _relations(constraint)):

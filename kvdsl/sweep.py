@@ -250,7 +250,10 @@ def vector_value(expr, values: dict):
         cond = vector_value(expr.cond, values)
         if _scalar(cond):
             return vector_value(expr.then if cond else expr.otherwise, values)
-        return np.where(cond, _floats(vector_value(expr.then, values)), _floats(vector_value(expr.otherwise, values)))
+        then, otherwise = _floats(vector_value(expr.then, values)), _floats(vector_value(expr.otherwise, values))
+        if _is_text(then) or _is_text(otherwise):  # a text that varies: kept as objects, compared with `==`
+            return np.where(cond, np.asarray(then, dtype=object), np.asarray(otherwise, dtype=object))
+        return np.where(cond, then, otherwise)
     if isinstance(expr, m.Call):
         return _vector_call(expr.func, [vector_value(a, values) for a in expr.args])
     if isinstance(expr, m.Binary):
@@ -259,6 +262,11 @@ def vector_value(expr, values: dict):
             return text_of(left) + text_of(right) if _scalar(left) and _scalar(right) else np.nan
         return _vector_binary(expr.op, left, right)
     raise TypeError(f"cannot evaluate {expr!r}")
+
+
+def _is_text(value) -> bool:
+    """A text, or an array of texts (a reference cell varied over blocks)."""
+    return isinstance(value, str) or (hasattr(value, "dtype") and value.dtype.kind in "UO")
 
 
 def _exact(*values) -> bool:
@@ -311,11 +319,17 @@ def _vector_binary(op: str, a, b):
     import numpy as np
 
     exact, ufunc = _OPS[op]
-    if isinstance(a, str) != isinstance(b, str):
-        return np.nan  # a text that varies (a sentence): sweeps report numbers
-    small_power = op == "^" and isinstance(b, Fraction) and b.denominator == 1 and abs(b) <= 64 and not (a == 0 and b < 0)
-    if _exact(a, b) and (small_power or (exact is not None and not (op == "/" and b == 0))):
-        return a ** int(b) if op == "^" else exact(a, b)
+    if _is_text(a) or _is_text(b):
+        if op in ("==", "!=") and _is_text(a) and _is_text(b):
+            if _scalar(a) and _scalar(b):
+                return (a == b) == (op == "==")
+            same = np.asarray(a, dtype=object) == np.asarray(b, dtype=object)
+            return same if op == "==" else np.logical_not(same)
+        return np.nan  # text beside a number, or text that varies in a sentence: sweeps report numbers
+    if _exact(a, b):
+        small_power = op == "^" and isinstance(b, Fraction) and b.denominator == 1 and abs(b) <= 64 and not (a == 0 and b < 0)
+        if small_power or (exact is not None and not (op == "/" and b == 0)):
+            return a ** int(b) if op == "^" else exact(a, b)
     return getattr(np, ufunc)(_floats(a), _floats(b))
 
 

@@ -15,16 +15,7 @@ import sympy as sp
 from . import model as m
 from .errors import SolveError
 from .functions import FUNCTIONS
-from .program import CellRef, Form, Key, Program
-
-
-def _decided(program: Program, cond) -> Optional[bool]:
-    """The value of a text comparison that is fixed in this program (`engine == "vllm"`), else None."""
-    if isinstance(cond, m.Binary) and cond.op in ("==", "!="):
-        left, right = static_text(program, cond.left), static_text(program, cond.right)
-        if left is not None and right is not None:
-            return (left == right) == (cond.op == "==")
-    return None
+from .program import CellRef, Key, Program, decided_text, static_text
 
 
 class TooLarge(SolveError):
@@ -39,19 +30,6 @@ def to_rational(value):
 
 
 _RELATIONS = {"<": sp.Lt, "<=": sp.Le, ">": sp.Gt, ">=": sp.Ge, "==": sp.Eq, "!=": sp.Ne}
-
-
-def static_text(program: Program, expr) -> Optional[str]:
-    """The text an expression always has in this program (a literal, a text cell, the block a reference cell names)."""
-    if isinstance(expr, m.Str):
-        return expr.value
-    if isinstance(expr, CellRef):
-        rc = program.cells[expr.key]
-        if rc.form == Form.REF:
-            return rc.ref_target
-        if rc.form == Form.TEXT and rc.cell.form == "text":
-            return rc.cell.text
-    return None
 
 
 def convert(expr, ref: Callable[[CellRef], sp.Basic], text: Callable = lambda e: None) -> sp.Basic:
@@ -163,7 +141,7 @@ class Expander:
                     return 1
                 return of_cell(expr.key)
             if isinstance(expr, m.If):
-                decided = _decided(self.program, expr.cond)
+                decided = decided_text(self.program, expr.cond)
                 if decided is not None:
                     return of_expr(expr.then if decided else expr.otherwise)
             children = expr.children() if hasattr(expr, "children") and getattr(expr, "_fields", ()) else ()

