@@ -15,6 +15,7 @@ from .errors import KvdslError, UsageError
 EXIT_SPEC_ERROR = 1
 EXIT_USAGE_ERROR = 2
 EXIT_INTERNAL_ERROR = 3
+PLAN_ROWS = 15  # the options `plan` prints (--json lists every one)
 EXIT_NO_ANSWER = 1  # `solve` and `plan` found nothing that meets the condition (the reason is printed)
 
 
@@ -271,21 +272,28 @@ def solve(path, cell, block, sets, symbolic, as_json):
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--workload", "workload", metavar="W", help="The workload block to serve (default: chat_workload).")
-@click.option("--model", "model", metavar="M", help="The model to serve (needed when the specs hold several).")
+@click.option("--model", "model", metavar="M,...", help="The models to serve, comma-separated (needed when the specs hold several).")
 @click.option("--hardware", "hardware", metavar="H,...", help="Hardware blocks to try, comma-separated (default: every one in the specs).")
-@click.option("--engine", "engine", metavar="E", help="The engine whose tensor-parallel sizes and accounting apply (default: vllm).")
+@click.option("--engine", "engine", metavar="E", help="The one engine to try (default: vllm, sglang and trtllm, each sized by its own accounting).")
 @click.option("--max-gpus", "max_gpus", type=int, default=8, show_default=True, help="The most GPUs in one copy.")
 @click.option("--json", "as_json", is_flag=True, help="Print the plan as JSON.")
 @reports_errors
 def plan(paths, workload, model, hardware, engine, max_gpus, as_json):
-    """The cheapest deployments that serve a workload within its targets."""
+    """The cheapest deployments that serve a workload within its targets, and how to launch them.
+
+    Exits 1 when no option serves the workload (the cheapest rejections say why).
+    """
     from .plan import plan as make_plan, render
 
-    result = make_plan(list(paths), workload, model, hardware.split(",") if hardware else None, engine, max_gpus)
+    models = [m.strip() for m in model.split(",") if m.strip()] if model else None
+    result = make_plan(list(paths), workload, models, hardware.split(",") if hardware else None, engine, max_gpus,
+                       checked=None if as_json else PLAN_ROWS * 3)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
-        click.echo(render(result))
+        click.echo(render(result, top=PLAN_ROWS))
+    if not result.options:
+        sys.exit(EXIT_NO_ANSWER)
 
 
 @main.command()
