@@ -20,7 +20,7 @@ GRAMMAR = Path(__file__).with_name("kvspec.lark")
 # every keyword of the grammar (a test checks this list against kvspec.lark)
 KEYWORDS = ("import", "extends", "defaults", "let", "require", "if", "then", "else")
 WORD_OPERATORS = ("and", "or", "not")
-CONSTANTS = ("true", "false")
+CONSTANTS = ("true", "false", "none")
 
 
 def _terminal(name: str) -> str:

@@ -101,29 +101,9 @@ def _chosen_text(program: Program, values: dict, cells: list) -> str:
 
 
 def deployment_verdict(block: str, values: dict) -> str:
-    """One sentence: whether the deployment fits, its max batch and max context."""
-    v = lambda name: values.get((block, name))  # noqa: E731
-    shortfall = v("shortfall_bytes_per_gpu")
-    if shortfall is not None and shortfall > 0:
-        return (
-            f"cannot fit: the weights alone exceed the usable memory of each GPU by {gib_text(shortfall)} "
-            f"({gib_text(v('weights_bytes_per_gpu'))} of weights per GPU, {gib_text(v('usable_bytes_per_gpu'))} usable)"
-        )
-    context, batch = v("context"), v("batch")
-    if None in (context, batch, v("fits")):
-        return "incomplete: a `?` cell is not solved"
-    model = v("model")
-    limit = values.get((model, "context_limit"))
-    if limit is not None and context > limit:
-        return (f"does not fit: {plain_number(context)} tokens is past the model's context limit of {plain_number(limit)}; "
-                f"max context at batch {plain_number(batch)}: {plain_number(v('max_context'))} tokens")
-    verdict = "fits" if v("fits") else "does not fit"
-    return (
-        f"{verdict}: {plain_number(batch)} x {plain_number(context)} tokens need {bytes_text(v('kv_bytes_per_gpu'))} "
-        f"of KV per GPU, {bytes_text(v('kv_budget_bytes_per_gpu'))} available; "
-        f"max batch at {plain_number(context)} tokens: {plain_number(v('max_batch'))}; "
-        f"max context at batch {plain_number(batch)}: {plain_number(v('max_context'))} tokens"
-    )
+    """The deployment's verdict: the prelude's `verdict` sentence (kvdsl/prelude/verdict.kvspec)."""
+    verdict = values.get((block, "verdict"))
+    return verdict if isinstance(verdict, str) else "incomplete: a `?` cell is not solved"
 
 
 def engine_verdict(program: Program, block: str, values: dict) -> str:

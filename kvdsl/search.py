@@ -414,6 +414,8 @@ def _nearest(feasible, vector, values: dict, xs, direction: str) -> Optional[int
     score = np.asarray(score)[: len(xs)]
     for key in vector.requirements:
         score = score + truth(values.get(key), size)[: len(xs)].astype(int)
+    if score.min() == score.max():
+        return None  # every value fails the same parts: none comes nearer than another
     best = np.flatnonzero(score == score.max())
     # among those, where `fits` leaves the most room (30 of 40 sequences beat 14 of 40)
     room = np.zeros(len(xs))

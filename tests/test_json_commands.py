@@ -61,7 +61,7 @@ def test_explain_json_matches_the_text():
     first = doc["steps"][0]
     assert first["form"] == "rule" and first["depth"] == 0 and first["value"] == doc["value"]
     assert first["rule"] in text and first["substituted"] in text
-    assert first["path"].endswith("deployment.kvspec") and first["line"] >= 1
+    assert first["path"].endswith("engines.kvspec") and first["line"] >= 1
     assert text.splitlines()[1] == f"{doc['label']}: {doc['description']}"
     assert len(doc["steps"]) == len(text.splitlines()) - 2 - sum(1 for line in text.splitlines() if line.strip().startswith("="))
     assert {s["form"] for s in doc["steps"]} >= {"rule", "input"}

@@ -227,8 +227,8 @@ def test_hover_on_max_batch_gives_the_value_eval_prints(session, deployment):
     reply = session.hover(uri, *_position(DEPLOYMENT, "max_batch - batch", 3))
     text = reply.contents.value
     assert f"**max_batch** = `{expected}`" in text
-    assert "max_batch = if context <= model.context_limit" in text  # its rule
-    assert "kvdsl/prelude/deployment.kvspec" in text and "prelude defaults" in text
+    assert "max_batch = if engine_runs_tensor_parallel then engine.max_batch" in text  # its rule
+    assert "kvdsl/prelude/engines.kvspec" in text and "prelude defaults" in text
 
 
 def test_engine_x_is_the_chosen_engine_s_cell(session, deployment):
@@ -292,7 +292,7 @@ def test_definition_of_a_prelude_cell_a_block_and_an_import(session, deployment,
     _, uri = deployment
     found = session.definition(uri, *_position(DEPLOYMENT, "max_batch - batch", 1))
     path = Path(to_fs_path(found.uri))
-    assert path.parent.name == "prelude" and path.name == "deployment.kvspec" and path.parent.parent.name == "kvdsl"
+    assert path.parent.name == "prelude" and path.name == "engines.kvspec" and path.parent.parent.name == "kvdsl"
     line = path.read_text().split("\n")[found.range.start.line]
     assert line.strip().startswith("max_batch = ")
     hardware = session.definition(uri, *_position(DEPLOYMENT, "= h100_sxm", 4))

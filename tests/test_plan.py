@@ -33,7 +33,7 @@ def test_solve_for_replicas_serves_the_users_within_the_targets(tmp_path):
 
 
 def test_solve_for_replicas_names_the_target_that_fails(tmp_path):
-    path = spec(tmp_path, batch=1500)  # too many sequences for 50 ms per token
+    path = spec(tmp_path, batch=1100)  # too many sequences for 50 ms per token (1,145 fit)
     out = cli("solve", path, "--for", "replicas", code=1).output
     assert "no `replicas` meets the workload's targets" in out and "misses TPOT: " in out
 
@@ -44,18 +44,52 @@ def test_plan_json_contract_and_ranking():
     plan = json.loads(out)
     assert plan["workload"] == "chat_workload"
     assert plan["options"], "some option serves the chat_workload"
-    keys = {"model", "hardware", "gpus", "replicas", "kv_dtype", "batch", "ttft_seconds", "tpot_seconds",
-            "output_tokens_per_second_per_gpu", "cost_per_month", "cost_per_million_output_tokens"}
+    keys = {"model", "hardware", "engine", "gpus", "pipeline_stages", "replicas", "weight_dtype", "kv_dtype", "batch",
+            "ttft_seconds", "tpot_seconds", "output_tokens_per_second_per_gpu", "cost_per_month",
+            "cost_per_million_output_tokens", "engine_max_concurrency", "verdict", "launch", "launch_note"}
     for option in plan["options"]:
         assert set(option) == keys
         assert option["tpot_seconds"] <= 0.05 and option["ttft_seconds"] <= 2
         assert option["replicas"] * option["batch"] >= 2000
+        assert option["verdict"].startswith("meets the workload: ")
+        # never more sequences per copy than the engine holds
+        assert option["batch"] <= option["engine_max_concurrency"]
     costs = [o["cost_per_month"] for o in plan["options"]]
     assert costs == sorted(costs)
     # vLLM splits 64 heads over 1, 2, 4 or 8 GPUs, not 3
-    assert not any(o["gpus"] in (3, 5, 6, 7) for o in plan["options"])
-    assert all(set(r) == {"hardware", "gpus", "reason"} for r in plan["rejected"])
+    assert not any(o["gpus"] // o["pipeline_stages"] in (3, 5, 6, 7) for o in plan["options"])
+    assert {o["engine"] for o in plan["options"]} == {"vllm", "sglang", "trtllm"}
+    assert all(set(r) == {"model", "hardware", "gpus", "reason"} for r in plan["rejected"])
     assert any("weights need" in r["reason"] for r in plan["rejected"])
+
+
+def test_plan_launch_lines_carry_the_flags_of_each_engine():
+    out = cli("plan", ROOT / "specs" / "catalog.kvspec", "--model", "llama_3_1_70b", "--hardware", "h100_sxm,h200",
+              "--json", code=0).output
+    flags = {"vllm": ("vllm serve ", "--tensor-parallel-size ", "--max-model-len 1250", "--gpu-memory-utilization 0.9",
+                      "--max-num-seqs "),
+             "sglang": ("python -m sglang.launch_server --model-path ", "--tp-size ", "--context-length 1250",
+                        "--mem-fraction-static ", "--max-running-requests "),
+             "trtllm": ("trtllm-serve ", "--tp_size ", "--max_batch_size ", "--max_seq_len 1250",
+                        "--kv_cache_free_gpu_memory_fraction 0.9")}
+    for option in json.loads(out)["options"]:
+        for flag in flags[option["engine"]]:
+            assert flag in option["launch"], (flag, option["launch"])
+        assert f" {option['batch']}" in option["launch"]
+        if option["pipeline_stages"] > 1 and option["engine"] == "vllm":
+            assert f"--pipeline-parallel-size {option['pipeline_stages']}" in option["launch"]
+        if option["kv_dtype"] == "fp8" and option["engine"] == "vllm":
+            assert "--kv-cache-dtype fp8" in option["launch"]
+
+
+def test_plan_side_by_side_and_no_answer(tmp_path):
+    out = cli("plan", ROOT / "specs" / "catalog.kvspec", "--model", "llama_3_1_8b,qwen3_8b", "--hardware", "l4,h100_sxm",
+              code=0).output
+    assert "plan: llama_3_1_8b for workload" in out and "plan: qwen3_8b for workload" in out
+    assert "launch each copy with: " in out
+    # nothing serves 2,000 users of Llama-3.1-405B on one L4: exit 1, and why
+    out = cli("plan", ROOT / "specs" / "catalog.kvspec", "--model", "llama_3_1_405b", "--hardware", "l4", code=1).output
+    assert "no option serves the workload within its targets" in out and "the weights need" in out
 
 
 def test_plan_table_and_errors():
