@@ -63,7 +63,8 @@ def test_explain_json_matches_the_text():
     assert first["rule"] in text and first["substituted"] in text
     assert first["path"].endswith("engines.kvspec") and first["line"] >= 1
     assert text.splitlines()[1] == f"{doc['label']}: {doc['description']}"
-    assert len(doc["steps"]) == len(text.splitlines()) - 2 - sum(1 for line in text.splitlines() if line.strip().startswith("="))
+    assert len(doc["steps"]) == len(text.splitlines()) - 2 - sum(1 for line in text.splitlines()
+                                                                 if line.strip().startswith(("=", "(as ")))
     assert {s["form"] for s in doc["steps"]} >= {"rule", "input"}
     evaluated = json.loads(cli("eval", SPEC, "--json", code=0).stdout)["blocks"][BLOCK]["cells"]
     assert doc["value"] == evaluated["max_batch"]["value"]
