@@ -361,7 +361,7 @@ def _direction(vector, values: dict, direction_cell, points, spans: list) -> str
     if direction_cell is not None and direction_cell in vector.order:
         trend = 0
         with np.errstate(all="ignore"):
-            for margin in _margins(vector.feasible.program, direction_cell, set(vector.order)):
+            for margin, _ in _margins(vector.feasible.program, direction_cell, set(vector.order)):
                 array = np.broadcast_to(np.asarray(vector_value(margin, values), dtype=float), (len(points),))
                 finite = array[np.isfinite(array)]
                 if len(finite) > 1 and finite.max() > finite.min():
@@ -372,7 +372,8 @@ def _direction(vector, values: dict, direction_cell, points, spans: list) -> str
 
 
 def _margins(program: Program, key: Key, varying: set, depth: int = 0) -> list:
-    """For each `<`, `<=`, `>`, `>=` a condition makes on varying cells (following the conditions it reads): the room it leaves."""
+    """For each `<`, `<=`, `>`, `>=` a condition makes on varying cells (following the conditions it reads):
+    (the room it leaves, the bound it is measured against)."""
     from . import model as m
     from .program import CellRef
     from .program import decided_text
@@ -394,7 +395,8 @@ def _margins(program: Program, key: Key, varying: set, depth: int = 0) -> list:
             walk(expr.right, depth)
         elif isinstance(expr, m.Binary) and expr.op in ("<", "<=", ">", ">="):
             less = expr.op in ("<", "<=")
-            out.append(m.Binary("-", expr.right if less else expr.left, expr.left if less else expr.right, expr.span))
+            bound = expr.right if less else expr.left
+            out.append((m.Binary("-", bound, expr.left if less else expr.right, expr.span), bound))
 
     walk(program.cells[key].expr, depth)
     return out
@@ -417,14 +419,16 @@ def _nearest(feasible, vector, values: dict, xs, direction: str) -> Optional[int
     if score.min() == score.max():
         return None  # every value fails the same parts: none comes nearer than another
     best = np.flatnonzero(score == score.max())
-    # among those, where `fits` leaves the most room (30 of 40 sequences beat 14 of 40)
-    room = np.zeros(len(xs))
+    # among those, where the comparisons that fail miss by the least, each as a share of its bound
+    # (TPOT 52.5 ms against 50 beats 276.6 ms; 30 of 40 sequences beat 14 of 40)
+    missed = np.zeros(len(xs))
     with np.errstate(all="ignore"):
-        for margin in _margins(feasible.program, (feasible.target[0], CONSTRAINT), set(vector.order)) \
-                if (feasible.target[0], CONSTRAINT) in feasible.program.cells else []:
-            array = np.broadcast_to(np.asarray(vector_value(margin, values), dtype=float), (size,))[: len(xs)]
-            room = room + np.where(np.isfinite(array), array, -np.inf)
-    best = best[room[best] == room[best].max()] if np.isfinite(room[best]).any() else best
+        for margin, bound in _margins(feasible.program, feasible.constraint, set(vector.order)):
+            room = np.broadcast_to(np.asarray(vector_value(margin, values), dtype=float), (size,))[: len(xs)]
+            scale = np.abs(np.broadcast_to(np.asarray(vector_value(bound, values), dtype=float), (size,))[: len(xs)])
+            share = np.where(room < 0, -room / np.where(scale > 0, scale, 1), 0)
+            missed = missed + np.where(np.isfinite(share), share, 0)
+    best = best[missed[best] == missed[best].min()]
     index = best[-1] if direction == "max" else best[0]
     return int(xs[index])
 
