@@ -281,6 +281,17 @@ def test_changes_actually_change_results(recalculated, catalog_json):
         assert named(recalculated["changed"], name) != before, case
 
 
+@libreoffice
+def test_the_plan_sheet_and_eval_print_the_same_verdicts(recalculated, catalog_wb, catalog_json):
+    from test_answers import plan_verdicts
+
+    shown = plan_verdicts(catalog_wb, recalculated["catalog"])
+    deployments = {b: info for b, info in catalog_json.items() if info["kind"] == "deployment"}
+    assert set(shown) == set(deployments)
+    for block, info in deployments.items():
+        assert shown[block] == info["cells"]["verdict"]["value"], block
+
+
 # ---- 4. no error values ----------------------------------------------------------
 
 

@@ -211,7 +211,13 @@ def compare_numeric(wb, blocks: dict) -> tuple:
     for block, info in blocks.items():
         for cell, entry in info["cells"].items():
             want = entry["value"]
-            if want is None or isinstance(want, str):
+            if isinstance(want, str):
+                continue
+            if want is None:  # `none`: not applicable, #N/A in a spreadsheet (NA())
+                count += 1
+                got = named(wb, f"{block}.{cell}")
+                if got != "#N/A":
+                    bad.append((f"{block}.{cell}", "#N/A", got))
                 continue
             count += 1
             try:
@@ -225,11 +231,23 @@ def compare_numeric(wb, blocks: dict) -> tuple:
 
 
 def error_cells(wb) -> list:
-    """Every cell of every sheet whose value is a spreadsheet error."""
+    """Every cell of every sheet whose value is a spreadsheet error.
+
+    #N/A is what a `none` value (a cost of a deployment that does not fit)
+    computes to in a block's own cells: `compare_numeric` checks those are the
+    ones `eval` says; on the sheets a reader reads (Plan, Summary, Comparison,
+    What-if) it is an error like any other.
+    """
     out = []
     for ws in wb.worksheets:
+        block_sheet = ws.title in BLOCK_SHEETS
         for row in ws.iter_rows():
             for c in row:
                 if isinstance(c.value, str) and any(m in c.value for m in ERROR_MARKERS):
+                    if block_sheet and c.value == "#N/A":
+                        continue
                     out.append(f"{ws.title}!{c.coordinate}={c.value}")
     return out
+
+
+BLOCK_SHEETS = ("Deployments", "Models", "Hardware", "Workloads", "Formats", "Engines")

@@ -11,6 +11,7 @@ names `block.cell` keep base units and equal `kvdsl eval`.
 from __future__ import annotations
 
 import weakref
+from typing import Optional
 
 from dataclasses import dataclass
 
@@ -24,7 +25,9 @@ RED = "F4CCCC"
 BLUE = "1F4E79"
 CONTENTS_FIRST = 4  # the first row of the contents list
 SECTION_ROWS = 24
+GPU_COUNTS = 64  # the GPU counts per copy the drop-down weighs
 PRINT_LAST_COLUMN = "P"  # the memory chart, anchored at column I, ends before it
+VERDICT_LAST_COLUMN = 16  # the verdict's merged cell spans E to P: the whole printed width
 
 # (cell, words) of what a reader chooses, in the order shown
 INPUTS = [
@@ -117,8 +120,10 @@ class PlanSheet:
         title = ws.cell(top, 1, self.w.title_formula(d))
         title.font = Font(bold=True, size=14)
         ws.cell(top + 1, 1, "Verdict").font = Font(bold=True)
-        verdict = ws.cell(top + 1, 5, self._verdict(d))
+        # the prelude's verdict sentence; its fill reaches across the page, so a long one stays inside it
+        verdict = ws.cell(top + 1, 5, "=" + self._n(d, "verdict"))
         verdict.font = Font(bold=True, size=12)
+        ws.merge_cells(start_row=top + 1, start_column=5, end_row=top + 1, end_column=VERDICT_LAST_COLUMN)
         ws.cell(top + 2, 1, f"Block `{d}`; its base-unit cells are on the Deployments sheet.").font = Font(
             italic=True, color="777777", size=9)
         self.w.formulas += 2
@@ -188,6 +193,8 @@ class PlanSheet:
                                 showErrorMessage=True, showInputMessage=True, errorTitle="Not in the list",
                                 error=f"Choose one of the rows of the {self.w.sheet_of(kind)} sheet.",
                                 promptTitle=words[:32], prompt=f"Choose from the list (the {self.w.sheet_of(kind)} sheet).")
+        elif key[1] == "gpus" and self._engine_counts(key[0]) is not None:
+            dv = self._gpu_validation(key[0], words)
         elif rule is not None:
             dv = data_validation(rule, unit, words, example_text(self.w.values.get(key), unit))
         else:
@@ -196,6 +203,37 @@ class PlanSheet:
             ws.add_data_validation(dv)
             dv.add(target.coordinate)
 
+    def _engine_counts(self, d) -> Optional[list]:
+        """The GPU counts up to GPU_COUNTS the deployment's engine runs (its tensor-parallel rule), or None if it runs any."""
+        import numpy as np
+
+        from ..search import Feasibility, VectorFeasibility, truth
+
+        if (d, "engine_runs_tensor_parallel") not in self.program.cells or (d, "gpus") not in self.program.cells:
+            return None
+        if not hasattr(self, "_counts"):
+            self._counts = {}
+        if d not in self._counts:
+            rule = Feasibility(self.program, self.w.values, (d, "gpus"), (d, "engine_runs_tensor_parallel"))
+            vector = VectorFeasibility(rule)
+            xs = np.arange(1, GPU_COUNTS + 1, dtype=float)
+            runs = truth(vector.values(xs).get((d, "engine_runs_tensor_parallel")), len(xs))
+            counts = [int(x) for x, ok in zip(xs, runs) if ok]
+            self._counts[d] = None if len(counts) == GPU_COUNTS else counts
+        return self._counts[d]
+
+    def _gpu_validation(self, d, words):
+        """A drop-down of the GPU counts the engine runs; another count may still be typed (a warning), and the verdict says why it does not run."""
+        from openpyxl.worksheet.datavalidation import DataValidation
+
+        counts = ",".join(str(n) for n in self._engine_counts(d))
+        engine = self.w.values.get((d, "engine_display_name")) or "the engine"
+        return DataValidation(type="list", formula1=f'"{counts}"'[:255], allow_blank=False, errorStyle="warning",
+                              showErrorMessage=True, showInputMessage=True, errorTitle="A count the engine refuses",
+                              error=f"{engine} splits this model's attention heads evenly only over {counts} GPUs "
+                                    "(with pipeline stages: that many per stage)."[:255],
+                              promptTitle=words[:32], prompt=f"GPU counts {engine} runs: {counts}"[:255])
+
     def _via(self, d, ref, cell) -> str:
         target = self.program.cells[(d, ref)].ref_target
         return self.w.lookup((target, cell), ((d, ref),))
@@ -203,6 +241,10 @@ class PlanSheet:
     def _results(self, d):
         n = lambda cell: self._n(d, cell)  # noqa: E731
         gib = f"/{GIB}"
+
+        def shown(cell, scale=""):  # a figure that does not apply (n/a: it does not fit) is left empty
+            return f'=IF(ISNA({n(cell)}),"",{n(cell)}{scale})'
+
         return [
             ("Fits in memory", "fits", f'=IF({n("fits")},"Yes","No")', "General", ""),
             ("Concurrent users that fit, per copy", "max_batch", f"={n('max_batch')}", "#,##0", "users"),
@@ -212,27 +254,16 @@ class PlanSheet:
             ("KV cache per GPU at this many users", "kv_bytes_per_gpu", f"={n('kv_bytes_per_gpu')}{gib}", "#,##0.0", "GiB"),
             ("Room left for KV cache per GPU", "kv_budget_bytes_per_gpu",
              f"=({n('kv_budget_bytes_per_gpu')}-{n('kv_bytes_per_gpu')}){gib}", "#,##0.0", "GiB"),
-            ("Time to first token", "ttft_seconds", f"={n('ttft_seconds')}", "#,##0.00", "s"),
-            ("Time per output token", "tpot_seconds", f"={n('tpot_seconds')}*1000", "#,##0.0", "ms"),
+            ("Time to first token", "ttft_seconds", shown("ttft_seconds"), "#,##0.00", "s"),
+            ("Time per output token", "tpot_seconds", shown("tpot_seconds", "*1000"), "#,##0.0", "ms"),
             ("Output tokens per second, all copies", "output_tokens_per_second",
-             f"={n('output_tokens_per_second')}*{n('replicas')}", "#,##0", "tokens/s"),
-            ("Users served at once, all copies", "users_served", f"={n('users_served')}", "#,##0", "users"),
+             shown("output_tokens_per_second", f"*{n('replicas')}"), "#,##0", "tokens/s"),
+            ("Users served at once, all copies", "users_served", shown("users_served"), "#,##0", "users"),
             ("Meets the workload's targets", "meets_targets", f'=IF({n("meets_targets")},"Yes","No")', "General", ""),
-            ("Cost per month", "cost_per_month", f"={n('cost_per_month')}", '"$"#,##0', "USD"),
+            ("Cost per month", "cost_per_month", shown("cost_per_month"), '"$"#,##0', "USD"),
             ("Cost per million output tokens", "cost_per_million_output_tokens",
-             f"={n('cost_per_million_output_tokens')}", '"$"#,##0.00', "USD"),
+             shown("cost_per_million_output_tokens"), '"$"#,##0.00', "USD"),
         ]
-
-    def _verdict(self, d) -> str:
-        n = lambda cell: self._n(d, cell)  # noqa: E731
-        limit = self._via(d, "model", "context_limit")
-        spare = f'"fits, "&TEXT({n("max_batch")}-{n("batch")},"#,##0")&" users to spare"'
-        over = (f'"does not fit: weights and reserve exceed each GPU\'s usable memory by "'
-                f'&TEXT({n("shortfall_bytes_per_gpu")}/{GIB},"#,##0.0")&" GiB"')
-        context = f'"does not fit: the context is longer than the model\'s "&TEXT({limit},"#,##0")&" tokens"'
-        users = f'"does not fit: "&TEXT({n("max_batch")},"#,##0")&" users fit, "&TEXT({n("batch")},"#,##0")&" asked"'
-        return (f"=IF({n('fits')},{spare},IF({n('shortfall_bytes_per_gpu')}>0,{over},"
-                f"IF({n('context')}>{limit},{context},{users})))")
 
     def _highlights(self, ws, d, top) -> None:
         """Red where a result cannot hold: no fit, no room left, a missed target."""
@@ -243,8 +274,9 @@ class PlanSheet:
         green = Font(color="2E7D32", bold=True, size=12)
         n = lambda cell: self._n(d, cell)  # noqa: E731
         rows = {words: top + 4 + i for i, (words, *_rest) in enumerate(self._results(d))}
+        asks = self._via(d, "workload", "asks") if (d, "workload") in self.program.cells else "FALSE"
         rules = [
-            (f"E{top + 1}", f"NOT({n('fits')})", red),
+            (f"E{top + 1}", f"OR(NOT({n('fits')}),AND({asks},NOT({n('meets_targets')})))", red),
             (f"F{rows['Fits in memory']}", f"NOT({n('fits')})", red),
             (f"F{rows['Room left for KV cache per GPU']}", f"{n('kv_budget_bytes_per_gpu')}<{n('kv_bytes_per_gpu')}", red),
             (f"F{rows['Meets the workload' + chr(39) + 's targets']}", f"NOT({n('meets_targets')})", red),
@@ -256,7 +288,8 @@ class PlanSheet:
                 rules.append((f"F{rows[words]}", f"AND({goal}>0,{n(cell)}>{goal})", red))
         for where, formula, fill in rules:
             ws.conditional_formatting.add(where, FormulaRule(formula=[formula], fill=fill))
-        ws.conditional_formatting.add(f"E{top + 1}", FormulaRule(formula=[n("fits")], font=green))
+        ws.conditional_formatting.add(f"E{top + 1}", FormulaRule(formula=[f"AND({n('fits')},OR(NOT({asks}),{n('meets_targets')}))"],
+                                                                  font=green))
 
     def _chart(self, ws, d, top) -> None:
         """One GPU's memory as a stacked bar: weights, reserve and headroom, KV cache, free."""
