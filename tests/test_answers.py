@@ -44,6 +44,7 @@ def values(path, *sets) -> dict:
 QWEN_ON_H100 = """
 import "{root}/specs/models/qwen3_32b.kvspec"
 import "{root}/specs/hardware/h100_sxm.kvspec"
+import "{root}/specs/hardware/mi300x.kvspec"
 deployment q "Qwen3-32B on 1 x H100" {{
     model = qwen3_32b
     hardware = h100_sxm
@@ -285,4 +286,4 @@ def test_three_gpus_typed_in_the_workbook_break_the_tensor_parallel_rule(gpt_oss
     gpus = destination(formulas, f"{block}.gpus")
     typed = formulas[gpus.value.split("!")[0].strip("='")][gpus.value.split("!")[1].replace("$", "")]
     offered = [dv for dv in formulas["Plan"].data_validations.dataValidation if typed.coordinate in str(dv.sqref)]
-    assert offered and offered[0].formula1 == '"1,2,4,8,16,32,64"' and offered[0].errorStyle == "warning"
+    assert offered and offered[0].formula1 == '"1,2,4,8,16,32,64"' and offered[0].errorStyle == "stop"

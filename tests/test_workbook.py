@@ -313,7 +313,7 @@ def workbook_blocks(program):
 
 def test_results_are_formulas_and_inputs_are_not(catalog_wb, catalog_program):
     program, values = catalog_program
-    checked = {"input": 0, "formula": 0}
+    checked = {"input": 0, "formula": 0, "static": 0}
     for info in workbook_blocks(program):
         for cell in info.cells:
             rc, value = program.cells[(info.name, cell)], values[(info.name, cell)]
@@ -333,6 +333,9 @@ def test_results_are_formulas_and_inputs_are_not(catalog_wb, catalog_program):
                 assert same_value(value if isinstance(value, bool) else float(value), target.value), where
                 assert (target.data_type == "b") == isinstance(value, bool), where
                 checked["input"] += 1
+            elif rc.form == "unknown" and not isinstance(target.value, str):  # found by search: no formula follows
+                assert same_value(float(value), target.value) and "does not follow" in target.comment.text, where
+                checked["static"] += 1
             elif value is not None and not isinstance(value, str):
                 assert isinstance(target.value, str) and target.value.startswith("="), where
                 assert target.data_type == "f", where
@@ -372,7 +375,7 @@ def test_formulas_read_through_defined_names(catalog_wb, catalog_program):
         assert f"INDEX(all_models.kv_heads, MATCH({d}.model, all_models_ids, 0))" in heads
         assert f"INDEX(all_hardware.memory, MATCH({d}.hardware, all_hardware_ids, 0))" in named(catalog_wb, f"{d}.memory_per_gpu")
     # the column names are the block rows of their sheet
-    assert catalog_wb.defined_names["all_models_ids"].attr_text == "'Models'!$A$3:$A$38"
+    assert catalog_wb.defined_names["all_models_ids"].attr_text == "'Models'!$A$3:$A$39"
     assert catalog_wb.defined_names["all_formats_ids"].attr_text.startswith("'Formats'!$A$3:$A$")
 
 
@@ -537,7 +540,7 @@ def test_comparison_seed_figures(recalculated):
     assert qwen[4] == 32768 and qwen[5] == "fp16"
     assert qwen[6] == pytest.approx(4.5, rel=1e-12)
     assert f"{qwen[6]:.2f} GiB" == "4.50 GiB"
-    assert len(rows) == 36
+    assert len(rows) == 37
 
 
 @libreoffice
@@ -595,7 +598,7 @@ def test_export_prints_what_it_wrote_and_leaves_no_temp_file(catalog_export, cat
     program, _ = catalog_program
     formulas = sum(1 for ws in wb.worksheets for row in ws.iter_rows() for c in row if c.data_type == "f")
     assert match.group(1) == str(out)
-    assert int(match.group(2)) == len(workbook_blocks(program)) == 105  # with the three prelude workloads
+    assert int(match.group(2)) == len(workbook_blocks(program)) == 108  # with the three prelude workloads
     assert int(match.group(3).replace(",", "")) == formulas
     assert int(match.group(4).replace(",", "")) == len(wb.defined_names)
     assert match.group(5).split(", ") == SHEETS

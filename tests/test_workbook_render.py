@@ -128,8 +128,8 @@ def _number(text):
 
 def _list_values(wb, formula: str):
     """The entries a list validation offers (a defined name, a range or a quoted list); None if unknown."""
-    if formula.startswith('"'):
-        return [v.strip() for v in formula.strip('"').split(",")]
+    if formula.startswith('"'):  # a typed number matches an entry that reads as that number
+        return [_number(v.strip()) if _number(v.strip()) is not None else v.strip() for v in formula.strip('"').split(",")]
     name = formula.lstrip("=")
     if name not in wb.defined_names:
         return None

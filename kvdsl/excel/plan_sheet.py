@@ -223,12 +223,12 @@ class PlanSheet:
         return self._counts[d]
 
     def _gpu_validation(self, d, words):
-        """A drop-down of the GPU counts the engine runs; another count may still be typed (a warning), and the verdict says why it does not run."""
+        """A drop-down of the GPU counts the engine runs: another count is refused, as the CLI refuses it."""
         from openpyxl.worksheet.datavalidation import DataValidation
 
         counts = ",".join(str(n) for n in self._engine_counts(d))
         engine = self.w.values.get((d, "engine_display_name")) or "the engine"
-        return DataValidation(type="list", formula1=f'"{counts}"'[:255], allow_blank=False, errorStyle="warning",
+        return DataValidation(type="list", formula1=f'"{counts}"'[:255], allow_blank=False, errorStyle="stop",
                               showErrorMessage=True, showInputMessage=True, errorTitle="A count the engine refuses",
                               error=f"{engine} splits this model's attention heads evenly only over {counts} GPUs "
                                     "(with pipeline stages: that many per stage)."[:255],

@@ -492,6 +492,7 @@ class WorkbookWriter:
             from ..errors import NoLiveForm, SolveError
             from ..solve import live_form
 
+            live = True
             try:
                 expr, expander, _ = live_form(self.program, key[0], key[1])
                 try:
@@ -503,12 +504,13 @@ class WorkbookWriter:
                         f"Solved by kvdsl. The formula holds while these stay 0 (or false): {', '.join(assumed)}; "
                         "export again after changing them.", "kvdsl")
             except NoLiveForm as exc:
+                live = False
                 target.value = _number(value)
                 target.comment = Comment(f"Solved by kvdsl: {exc.message}. This number does not follow the other "
                                          "inputs: export again after changing them.", "kvdsl", width=300, height=90)
             except SolveError as exc:
                 raise ExportError(exc.message, rc.cell.span, exc.hint) from None
-            self.formulas += 1
+            self.formulas += live
             target.number_format = f'[>={UNBOUNDED}]"unbounded";' + _number_format(rc.dim)
             return
         else:
