@@ -8,6 +8,7 @@ until it is solved; cells that depend on it have none either.
 from __future__ import annotations
 
 import math
+import operator
 from fractions import Fraction
 from typing import Optional
 
@@ -15,33 +16,82 @@ from . import model as m
 from .errors import EvaluationError, KvdslError, raise_all
 from .functions import FUNCTIONS
 from .program import CellRef, Form, Key, Program
+from .visitor import ExprVisitor
 
 
 class _Unknown(Exception):
     """Raised inside evaluation when a value depends on an unsolved cell."""
 
 
-def evaluate_expr(expr, values: dict):
-    """The value of a resolved expression, given the values of the cells it uses."""
-    cls = expr.__class__
-    if cls is CellRef:
-        value = values[expr.key]
+class Evaluator(ExprVisitor):
+    """The exact value of a resolved expression, given the values of the cells it uses."""
+
+    def __init__(self, values: dict):
+        self.values = values
+
+    def visit_CellRef(self, expr):
+        value = self.values[expr.key]
         if value is None:
             raise _Unknown
         return value
-    if cls is m.Binary:
-        return _binary(expr, values)
-    if cls is m.Num or cls is m.Bool or cls is m.Str:
+
+    def visit_Num(self, expr):
         return expr.value
-    if cls is m.If:
-        branch = expr.then if evaluate_expr(expr.cond, values) else expr.otherwise
-        return evaluate_expr(branch, values)
-    if cls is m.Call:
-        return FUNCTIONS[expr.func].exact([evaluate_expr(a, values) for a in expr.args])
-    if cls is m.Unary:
-        inner = evaluate_expr(expr.operand, values)
+
+    visit_Bool = visit_Str = visit_Num
+
+    def visit_Name(self, expr):
+        raise TypeError(f"`{expr.dotted}` was never resolved")
+
+    # hazard: evaluation visits every node of every rule; the methods below
+    # recurse through the table itself (one call per node), not through `visit`
+    def visit_If(self, expr):
+        cond = expr.cond
+        branch = expr.then if self._table[cond.__class__](self, cond) else expr.otherwise
+        return self._table[branch.__class__](self, branch)
+
+    def visit_Call(self, expr):
+        table = self._table
+        return FUNCTIONS[expr.func].exact([table[a.__class__](self, a) for a in expr.args])
+
+    def visit_Unary(self, expr):
+        operand = expr.operand
+        inner = self._table[operand.__class__](self, operand)
         return (not inner) if expr.op == "not" else -inner
-    raise TypeError(f"cannot evaluate {expr!r}")
+
+    def visit_Binary(self, expr):
+        op = expr.op
+        table = self._table
+        left, right = expr.left, expr.right
+        if op == "and":
+            return bool(table[left.__class__](self, left)) and bool(table[right.__class__](self, right))
+        if op == "or":
+            return bool(table[left.__class__](self, left)) or bool(table[right.__class__](self, right))
+        a = table[left.__class__](self, left)
+        b = table[right.__class__](self, right)
+        if op == "+":
+            return a + b
+        if op == "*":
+            return a * b
+        if op == "-":
+            return a - b
+        if op == "/":
+            if b == 0:
+                raise EvaluationError(f"division by zero: `{_text(expr.right)}` is 0", expr.span)
+            return a / b
+        if op == "&":
+            return text_of(a) + text_of(b)
+        if op == "^":
+            return _power(expr, a, b)
+        return _COMPARE[op](a, b)
+
+
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
+
+
+def evaluate_expr(expr, values: dict):
+    """The value of a resolved expression, given the values of the cells it uses."""
+    return Evaluator(values).visit(expr)
 
 
 def text_of(value) -> str:
@@ -51,31 +101,6 @@ def text_of(value) -> str:
     if isinstance(value, Fraction) and value.denominator == 1:
         return str(value.numerator)
     return f"{float(value):.10g}"
-
-
-def _binary(expr: m.Binary, values: dict):
-    op = expr.op
-    if op == "and":
-        return bool(evaluate_expr(expr.left, values)) and bool(evaluate_expr(expr.right, values))
-    if op == "or":
-        return bool(evaluate_expr(expr.left, values)) or bool(evaluate_expr(expr.right, values))
-    a = evaluate_expr(expr.left, values)
-    b = evaluate_expr(expr.right, values)
-    if op == "&":
-        return text_of(a) + text_of(b)
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "/":
-        if b == 0:
-            raise EvaluationError(f"division by zero: `{_text(expr.right)}` is 0", expr.span)
-        return a / b
-    if op == "^":
-        return _power(expr, a, b)
-    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[op]
 
 
 MAX_BITS = 400  # numerators and denominators stay below 2^400 (about 10^120)
@@ -129,6 +154,7 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
     values: dict[Key, object] = {}
     errors: list[KvdslError] = []
     known = known or {}
+    visit = Evaluator(values).visit
     for key in program.order:
         rc = program.cells[key]
         if known.get(key) is not None:
@@ -141,7 +167,7 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
             values[key] = (solved or {}).get(key)
         else:  # input, rule, require
             try:
-                values[key] = _in_range(evaluate_expr(rc.expr, values), rc)
+                values[key] = _in_range(visit(rc.expr), rc)
             except _Unknown:
                 values[key] = None
             except EvaluationError as exc:

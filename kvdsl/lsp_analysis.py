@@ -21,6 +21,7 @@ from . import model as m
 from .errors import KvdslError, Span, flatten
 from .labels import describe, is_labelled
 from .loader import PRELUDE, display_path, load, overlaid
+from .words import BLOCK_KINDS, TOP_LEVEL
 
 PRELUDE_SHOWN = "kvdsl/prelude/"
 TOO_DEEP = ("the spec nests too deeply to evaluate (an expression or a chain of rules "
@@ -383,7 +384,7 @@ def _blocks(analysis: Optional[Analysis]) -> list:
     return [(b.kind, b.name, b.title) for b, _ in loaded]
 
 
-HEADER = re.compile(r"^\s*(?:(model|hardware|deployment|format|engine|workload)\s+(\w+)|defaults\s+([\w\s,]+?))\b[^#]*\{")
+HEADER = re.compile(rf"^\s*(?:({'|'.join(BLOCK_KINDS)})\s+(\w+)|defaults\s+([\w\s,]+?))\b[^#]*\{{")
 
 
 def enclosing(text: str, line: int) -> Optional[tuple]:
@@ -414,8 +415,7 @@ def complete(analysis: Optional[Analysis], text: str, line: int, column: int) ->
     place = enclosing(text, line)
     if place is None:
         if re.fullmatch(r"\w*", before):  # a new item at the top level
-            return [Completion(word, "keyword", "block kind" if word in m.BLOCK_KINDS else "")
-                    for word in (*m.BLOCK_KINDS, "defaults", "import")]
+            return [Completion(word, "keyword", "block kind" if word in BLOCK_KINDS else "") for word in TOP_LEVEL]
         return []
     kind, block = place
     dotted = re.search(r"(\w+)\.\w*$", before)
