@@ -181,7 +181,7 @@ class Expander:
         for index in range(low, high + 1):
             expr = self.rule(cell.expr, {family.var: index}, cell)
             member = dataclasses.replace(cell, name=m.member_name(cell.name, index), expr=expr, family=None,
-                                         surface=False, calls=frozenset())
+                                         surface=False, calls=frozenset(), member=(family.var, index))
             if cell.form == "text" and isinstance(expr, m.Str):
                 member = dataclasses.replace(member, text=expr.value)
             out.append(member)

@@ -141,6 +141,8 @@ class Explainer:
             step["names"] = rc.ref_target
             return
         rule = rc.cell.source.split('=', 1)[1].strip()
+        if rc.cell.member:  # a member of a family: which one
+            where = f"({rc.cell.member[0]} = {rc.cell.member[1]})  {where}"
         self.lines.append(f"{pad}{label} = {rule}  {where}")
         prefix = label.rpartition(".")[0]
         qualified = (lambda r: f"{prefix}.{r.text}") if prefix else (lambda r: r.text)

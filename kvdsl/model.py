@@ -210,6 +210,7 @@ class Cell:
     label: str = ""
     description: str = ""
     family: Optional[Family] = None  # `stage_start[s in 1..8] = ...`: the first pass makes the members
+    member: tuple = ()  # a member of a family: (its index's name, its number), `("s", 3)`
     calls: frozenset = frozenset()  # the functions its expression calls
     surface: bool = False  # it has a `for` or an indexed name, which the first pass expands
     broken: bool = False  # the first pass met a mistake in it (already reported): later passes skip it

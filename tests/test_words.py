@@ -11,7 +11,7 @@ import json
 import re
 from pathlib import Path
 
-from kvdsl import lexer, lsp_analysis, model, words
+from kvdsl import lexer, lsp_complete, model, words
 
 ROOT = Path(__file__).resolve().parent.parent
 GRAMMAR = ROOT / "kvdsl" / "kvspec.lark"
@@ -26,8 +26,8 @@ def test_the_grammar_spells_out_exactly_the_reserved_words():
 def test_the_spec_model_the_lexer_and_the_language_server_read_the_source():
     assert model.BLOCK_KINDS is words.BLOCK_KINDS
     assert (lexer.KEYWORDS, lexer.WORD_OPERATORS, lexer.CONSTANTS) == (words.KEYWORDS, words.WORD_OPERATORS, words.CONSTANTS)
-    assert set(lsp_analysis.HEADER.pattern.split("(?:(", 1)[1].split(")", 1)[0].split("|")) == set(words.BLOCK_KINDS)
-    labels = {c.label for c in lsp_analysis.complete(None, "", 1, 1)}
+    assert set(lsp_complete.HEADER.pattern.split("(?:(", 1)[1].split(")", 1)[0].split("|")) == set(words.BLOCK_KINDS)
+    labels = {c.label for c in lsp_complete.complete(None, "", 1, 1)}
     assert labels == set(words.TOP_LEVEL)
 
 
