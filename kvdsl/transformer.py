@@ -245,7 +245,8 @@ class SpecTransformer(Transformer):
     def require(self, meta, children):
         span = self._span(meta)
         name = f"{m.REQUIRE} {span.path}:{span.line}:{span.column}"
-        return m.Cell(name, "require", span, span, expr=children[0], source=self._text(span))
+        calls, surface = _scan(children[0])
+        return m.Cell(name, "require", span, span, expr=children[0], source=self._text(span), calls=calls, surface=surface)
 
     @v_args(meta=True)
     def declare(self, meta, children):
