@@ -10,10 +10,11 @@ import re
 
 from . import model as m
 from .errors import CycleError, DimensionError, UnknownNameError, did_you_mean
-from .functions import FUNCTIONS
+from .functions import FUNCTIONS, MixedDimensions
 from .names import ERROR, REF, TEXT
-from .program import CellRef, Form, Key, ResolvedCell, walk_refs
+from .program import Form, Key, ResolvedCell, walk_refs
 from .units import BOOL, NUMBER, Dim
+from .visitor import ExprVisitor
 
 
 class _Zero:
@@ -100,32 +101,47 @@ class DimensionChecker:
         return dim
 
     def _infer(self, e):
-        cls = e.__class__
-        if cls is CellRef:
-            dim = self._dims[e.key] if e.key in self._dims else self.dim_of(e.key)
-            return TEXT if dim == REF else dim
-        if cls is m.Binary:
-            return self._infer_binary(e)
-        if cls is m.Num:
-            return ZERO if (e.bare and e.value == 0) else e.dim
-        if cls is m.Bool:
-            return BOOL
-        if cls is m.NoneValue:
-            return ZERO  # no value: it takes the dimension of what it stands beside
-        if cls is m.Str:
-            return TEXT
-        if isinstance(e, m.Name):
-            return ERROR
-        if isinstance(e, m.Unary):
-            inner = self._infer(e.operand)
-            want = BOOL if e.op == "not" else "number"
-            return self._expect(inner, want, e.operand.span, e.op)
-        if isinstance(e, m.If):
-            self._expect(self._infer(e.cond), BOOL, e.cond.span, "if")
-            return self._same([e.then, e.otherwise], e.span, "the two branches of `if`")
-        if isinstance(e, m.Call):
-            return self._infer_call(e)
+        return self.dim_rules.visit(e)
+
+
+class DimensionRules(ExprVisitor):
+    """The dimension of an expression (bytes, tokens/s, a condition, text), each mistake reported once.
+
+    `checker` is the resolver: it gives the cells' dimensions and collects the errors.
+    """
+
+    def __init__(self, checker: DimensionChecker):
+        self.checker = checker
+        self.errors = checker.errors
+
+    def visit_CellRef(self, e):
+        dims = self.checker._dims
+        dim = dims[e.key] if e.key in dims else self.checker.dim_of(e.key)
+        return TEXT if dim == REF else dim
+
+    def visit_Num(self, e):
+        return ZERO if (e.bare and e.value == 0) else e.dim
+
+    def visit_Bool(self, e):
+        return BOOL
+
+    def visit_NoneValue(self, e):
+        return ZERO  # no value: it takes the dimension of what it stands beside
+
+    def visit_Str(self, e):
+        return TEXT
+
+    def visit_Name(self, e):
         return ERROR
+
+    def visit_Unary(self, e):
+        inner = self.visit(e.operand)
+        want = BOOL if e.op == "not" else "number"
+        return self._expect(inner, want, e.operand.span, e.op)
+
+    def visit_If(self, e):
+        self._expect(self.visit(e.cond), BOOL, e.cond.span, "if")
+        return self._same([e.then, e.otherwise], e.span, "the two branches of `if`")
 
     def _expect(self, dim, want, span, op: str):
         if dim is ERROR:
@@ -139,7 +155,7 @@ class DimensionChecker:
         return dim
 
     def _same(self, exprs, span, what: str):
-        dims = [self._infer(x) for x in exprs]
+        dims = [self.visit(x) for x in exprs]
         if any(d is ERROR for d in dims):
             return ERROR
         real = [d for d in dims if d is not ZERO]
@@ -151,14 +167,14 @@ class DimensionChecker:
             return ERROR
         return real[0]
 
-    def _infer_binary(self, e: m.Binary):
+    def visit_Binary(self, e: m.Binary):
         op = e.op
         if op in ("and", "or"):
-            left = self._expect(self._infer(e.left), BOOL, e.left.span, op)
-            right = self._expect(self._infer(e.right), BOOL, e.right.span, op)
+            left = self._expect(self.visit(e.left), BOOL, e.left.span, op)
+            right = self._expect(self.visit(e.right), BOOL, e.right.span, op)
             return ERROR if ERROR in (left, right) else BOOL
         if op == "&":
-            sides = [self._infer(e.left), self._infer(e.right)]
+            sides = [self.visit(e.left), self.visit(e.right)]
             if ERROR in sides:
                 return ERROR
             for side, expr in zip(sides, (e.left, e.right)):
@@ -179,8 +195,8 @@ class DimensionChecker:
             if dim in (BOOL, TEXT) and op not in ("==", "!="):
                 self.errors.append(DimensionError(f"`{op}` compares numbers, not {describe(dim)}", e.span))
             return ERROR if dim is ERROR else BOOL
-        left = self._expect(self._infer(e.left), "number", e.left.span, op)
-        right = self._expect(self._infer(e.right), "number", e.right.span, op)
+        left = self._expect(self.visit(e.left), "number", e.left.span, op)
+        right = self._expect(self.visit(e.right), "number", e.right.span, op)
         if ERROR in (left, right):
             return ERROR
         left = NUMBER if left is ZERO else left
@@ -200,26 +216,38 @@ class DimensionChecker:
         self.errors.append(DimensionError(f"{describe(left)} can only be raised to a whole number written out", e.right.span))
         return ERROR
 
-    def _infer_call(self, e: m.Call):
+    def visit_Call(self, e: m.Call):
         function = FUNCTIONS.get(e.func)
         if function is None:
-            self.errors.append(UnknownNameError(f"unknown function `{e.func}`", e.func_span,
-                                                hint=did_you_mean(e.func, FUNCTIONS) or "functions: " + ", ".join(FUNCTIONS)))
+            self.errors.append(unknown_function(e))
             return ERROR
-        if len(e.args) < function.min_args or (function.max_args is not None and len(e.args) > function.max_args):
+        if not function.accepts(len(e.args)):
             self.errors.append(DimensionError(f"`{e.func}` takes {function.arity_text()}, not {len(e.args)}", e.span))
             return ERROR
-        if function.text:
-            dims = [self._infer(a) for a in e.args]
-            if any(d in (BOOL, TEXT) for d in dims):
-                self.errors.append(DimensionError(f"`{e.func}` needs numbers, not {describe(next(d for d in dims if d in (BOOL, TEXT)))}", e.span))
-                return ERROR
-            return TEXT
-        dim = self._same(list(e.args), e.span, f"the arguments of `{e.func}`")
-        if dim in (BOOL, TEXT):
-            self.errors.append(DimensionError(f"`{e.func}` needs numbers, not {describe(dim)}", e.span))
+        dims = [self.visit(a) for a in e.args]
+        if ERROR in dims:
             return ERROR
-        return dim
+        kinds = [d for d in dims if d in (BOOL, TEXT)]
+        if kinds and len(set(kinds)) == 1 and len(kinds) == len([d for d in dims if d is not ZERO]):
+            self.errors.append(DimensionError(f"`{e.func}` needs numbers, not {describe(kinds[0])}", e.span))
+            return ERROR
+        try:
+            if kinds:
+                raise MixedDimensions([d for d in dims if d is not ZERO])
+            result = function.dims([None if d is ZERO else d for d in dims])
+        except MixedDimensions as mixed:
+            described = " and ".join(dict.fromkeys(describe(d) for d in mixed.dims))
+            self.errors.append(DimensionError(f"the arguments of `{e.func}` mix {described}", e.span))
+            return ERROR
+        return ZERO if result is None else result
+
+
+def unknown_function(call: m.Call, defined=()) -> UnknownNameError:
+    """The error for a call of a function that is neither built in nor defined with `fn`."""
+    known = list(FUNCTIONS) + list(defined)
+    return UnknownNameError(f"unknown function `{call.func}`", call.func_span,
+                            hint=did_you_mean(call.func, known) or "functions: " + ", ".join(FUNCTIONS)
+                            + (" (and those a spec defines with `fn`)" if defined else ""))
 
 
 def describe(dim) -> str:

@@ -8,6 +8,7 @@ until it is solved; cells that depend on it have none either.
 from __future__ import annotations
 
 import math
+import operator
 from fractions import Fraction
 from typing import Optional
 
@@ -15,6 +16,7 @@ from . import model as m
 from .errors import EvaluationError, KvdslError, raise_all
 from .functions import FUNCTIONS
 from .program import CellRef, Form, Key, Program
+from .visitor import ExprVisitor
 
 
 class _Unknown(Exception):
@@ -45,34 +47,90 @@ class _NotApplicable:
 NONE = _NotApplicable()
 
 
-def evaluate_expr(expr, values: dict):
-    """The value of a resolved expression, given the values of the cells it uses."""
-    cls = expr.__class__
-    if cls is CellRef:
-        value = values[expr.key]
+class Evaluator(ExprVisitor):
+    """The exact value of a resolved expression, given the values of the cells it uses."""
+
+    def __init__(self, values: dict):
+        self.values = values
+
+    def visit_CellRef(self, expr):
+        value = self.values[expr.key]
         if value is None:
             raise _Unknown
         return value
-    if cls is m.Binary:
-        return _binary(expr, values)
-    if cls is m.Num or cls is m.Bool or cls is m.Str:
+
+    def visit_Num(self, expr):
         return expr.value
-    if cls is m.If:
-        cond = evaluate_expr(expr.cond, values)
-        if cond is NONE:
+
+    visit_Bool = visit_Str = visit_Num
+
+    def visit_NoneValue(self, expr):
+        return NONE
+
+    def visit_Name(self, expr):
+        raise TypeError(f"`{expr.dotted}` was never resolved")
+
+    # hazard: evaluation visits every node of every rule; the methods below
+    # recurse through the table itself (one call per node), not through `visit`
+    def visit_If(self, expr):
+        cond = expr.cond
+        decided = self._table[cond.__class__](self, cond)
+        if decided is NONE:
             return NONE
-        return evaluate_expr(expr.then if cond else expr.otherwise, values)
-    if cls is m.Call:
-        args = [evaluate_expr(a, values) for a in expr.args]
+        branch = expr.then if decided else expr.otherwise
+        return self._table[branch.__class__](self, branch)
+
+    def visit_Call(self, expr):
+        table = self._table
+        args = [table[a.__class__](self, a) for a in expr.args]
         return NONE if any(a is NONE for a in args) else FUNCTIONS[expr.func].exact(args)
-    if cls is m.Unary:
-        inner = evaluate_expr(expr.operand, values)
+
+    def visit_Unary(self, expr):
+        operand = expr.operand
+        inner = self._table[operand.__class__](self, operand)
         if inner is NONE:
             return NONE
         return (not inner) if expr.op == "not" else -inner
-    if cls is m.NoneValue:
-        return NONE
-    raise TypeError(f"cannot evaluate {expr!r}")
+
+    def visit_Binary(self, expr):
+        op = expr.op
+        table = self._table
+        left, right = expr.left, expr.right
+        if op == "and" or op == "or":
+            a = table[left.__class__](self, left)
+            if a is NONE:
+                return NONE
+            if bool(a) == (op == "or"):  # decided by the left side
+                return bool(a)
+            b = table[right.__class__](self, right)
+            return NONE if b is NONE else bool(b)
+        a = table[left.__class__](self, left)
+        b = table[right.__class__](self, right)
+        if a is NONE or b is NONE:
+            return NONE
+        if op == "+":
+            return a + b
+        if op == "*":
+            return a * b
+        if op == "-":
+            return a - b
+        if op == "/":
+            if b == 0:
+                raise EvaluationError(f"division by zero: `{_text(expr.right)}` is 0", expr.span)
+            return a / b
+        if op == "&":
+            return text_of(a) + text_of(b)
+        if op == "^":
+            return _power(expr, a, b)
+        return _COMPARE[op](a, b)
+
+
+_COMPARE = {"<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "==": operator.eq, "!=": operator.ne}
+
+
+def evaluate_expr(expr, values: dict):
+    """The value of a resolved expression, given the values of the cells it uses."""
+    return Evaluator(values).visit(expr)
 
 
 def text_of(value) -> str:
@@ -82,37 +140,6 @@ def text_of(value) -> str:
     if isinstance(value, Fraction) and value.denominator == 1:
         return str(value.numerator)
     return f"{float(value):.10g}"
-
-
-def _binary(expr: m.Binary, values: dict):
-    op = expr.op
-    if op == "and" or op == "or":
-        left = evaluate_expr(expr.left, values)
-        if left is NONE:
-            return NONE
-        if bool(left) == (op == "or"):  # decided by the left side
-            return bool(left)
-        right = evaluate_expr(expr.right, values)
-        return NONE if right is NONE else bool(right)
-    a = evaluate_expr(expr.left, values)
-    b = evaluate_expr(expr.right, values)
-    if a is NONE or b is NONE:
-        return NONE
-    if op == "&":
-        return text_of(a) + text_of(b)
-    if op == "+":
-        return a + b
-    if op == "-":
-        return a - b
-    if op == "*":
-        return a * b
-    if op == "/":
-        if b == 0:
-            raise EvaluationError(f"division by zero: `{_text(expr.right)}` is 0", expr.span)
-        return a / b
-    if op == "^":
-        return _power(expr, a, b)
-    return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b, "!=": a != b}[op]
 
 
 MAX_BITS = 400  # numerators and denominators stay below 2^400 (about 10^120)
@@ -168,6 +195,7 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
     values: dict[Key, object] = {}
     errors: list[KvdslError] = []
     known = known or {}
+    visit = Evaluator(values).visit
     for key in program.order:
         rc = program.cells[key]
         if known.get(key) is not None:
@@ -180,7 +208,7 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
             values[key] = (solved or {}).get(key)
         else:  # input, rule, require
             try:
-                values[key] = _in_range(evaluate_expr(rc.expr, values), rc)
+                values[key] = _in_range(visit(rc.expr), rc)
             except _Unknown:
                 values[key] = None
             except EvaluationError as exc:

@@ -9,6 +9,7 @@ from . import model as m
 from .display import format_value
 from .graph import CellRef, Key, Program
 from .labels import describe, is_labelled
+from .visitor import ExprVisitor
 
 _PRECEDENCE = {"or": 1, "and": 2, "<": 4, "<=": 4, ">": 4, ">=": 4, "==": 4, "!=": 4, "&": 4.5, "+": 5, "-": 5, "*": 6, "/": 6,
                "^": 8}
@@ -39,34 +40,57 @@ def taken_branches(expr, values: dict, held: list = None):
     return expr.replace([taken_branches(c, values, held) for c in children]) if children else expr
 
 
-def expr_text(expr, name: Callable[[CellRef], str], parent: int = 0) -> str:
-    """A resolved expression as kvspec text, each reference printed by `name`."""
-    if isinstance(expr, m.Num):
+class TextPrinter(ExprVisitor):
+    """A resolved expression as kvspec text, each reference printed by `name`.
+
+    Each method takes the precedence of the operator around the node
+    (`parent`), and parenthesizes what binds more loosely.
+    """
+
+    def __init__(self, name: Callable[[CellRef], str]):
+        self.name = name
+
+    def visit_Num(self, expr, parent=0):
         return _number(expr)
-    if isinstance(expr, m.Bool):
+
+    def visit_Bool(self, expr, parent=0):
         return "true" if expr.value else "false"
-    if isinstance(expr, m.NoneValue):
+
+    def visit_NoneValue(self, expr, parent=0):
         return "none"
-    if isinstance(expr, m.Str):
+
+    def visit_Str(self, expr, parent=0):
         return quoted(expr.value)
-    if isinstance(expr, CellRef):
-        return name(expr)
-    if isinstance(expr, m.Unary):
-        inner = expr_text(expr.operand, name, 7)
+
+    def visit_CellRef(self, expr, parent=0):
+        return self.name(expr)
+
+    def visit_Name(self, expr, parent=0):
+        return expr.dotted
+
+    def visit_Unary(self, expr, parent=0):
+        inner = self.visit(expr.operand, 7)
         text = f"not {inner}" if expr.op == "not" else f"-{inner}"
         return _wrap(text, 3 if expr.op == "not" else 7, parent)
-    if isinstance(expr, m.Binary):
+
+    def visit_Binary(self, expr, parent=0):
         prec = _PRECEDENCE[expr.op]
         right_prec = prec + (0 if expr.op == "^" else 1)
         left_prec = prec + (1 if expr.op == "^" else 0)
-        text = f"{expr_text(expr.left, name, left_prec)} {expr.op} {expr_text(expr.right, name, right_prec)}"
+        text = f"{self.visit(expr.left, left_prec)} {expr.op} {self.visit(expr.right, right_prec)}"
         return _wrap(text, prec, parent)
-    if isinstance(expr, m.Call):
-        return f"{expr.func}({', '.join(expr_text(a, name) for a in expr.args)})"
-    if isinstance(expr, m.If):
-        text = f"if {expr_text(expr.cond, name)} then {expr_text(expr.then, name)} else {expr_text(expr.otherwise, name)}"
+
+    def visit_Call(self, expr, parent=0):
+        return f"{expr.func}({', '.join(self.visit(a) for a in expr.args)})"
+
+    def visit_If(self, expr, parent=0):
+        text = f"if {self.visit(expr.cond)} then {self.visit(expr.then)} else {self.visit(expr.otherwise)}"
         return _wrap(text, 0, parent)
-    return "?"
+
+
+def expr_text(expr, name: Callable[[CellRef], str], parent: int = 0) -> str:
+    """A resolved expression as kvspec text, each reference printed by `name`."""
+    return TextPrinter(name).visit(expr, parent)
 
 
 def _wrap(text: str, prec: int, parent: int) -> str:
@@ -120,6 +144,8 @@ class Explainer:
             step["names"] = rc.ref_target
             return
         rule = rc.cell.source.split('=', 1)[1].strip()
+        if rc.cell.member:  # a member of a family: which one
+            where = f"({rc.cell.member[0]} = {rc.cell.member[1]})  {where}"
         self.lines.append(f"{pad}{label} = {rule}  {where}")
         # the path to this cell's block, as the label reads it (`model.` for `model.layers`;
         # none for an engine's cell the block runs, `vllm.num_blocks`)

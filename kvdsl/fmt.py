@@ -38,10 +38,10 @@ from lark.exceptions import LarkError
 from .parser import _allow_deep_expressions, lark_parser, parse_text
 
 INDENT = "    "
-CELL_KINDS = {"rule", "unknown", "pattern_cell", "declare", "require"}
+CELL_KINDS = {"rule", "unknown", "pattern_cell", "declare", "require", "family", "fn_def"}
 
-_NO_SPACE_BEFORE = {"RPAR", "RSQB", "COMMA", "COLON", "DOT", "SLASH"}
-_NO_SPACE_AFTER = {"LPAR", "LSQB", "DOT", "MINUS", "SLASH"}
+_NO_SPACE_BEFORE = {"RPAR", "RSQB", "COMMA", "COLON", "DOT", "SLASH", "_DOTS"}
+_NO_SPACE_AFTER = {"LPAR", "LSQB", "DOT", "MINUS", "SLASH", "_DOTS"}
 _GAP_COMMENT = re.compile(r"#[^\n]*")
 _CONTINUATION = re.compile(r"\\\n")
 
@@ -138,7 +138,7 @@ def _space(prev, token) -> str:
         return ""
     if token.type == "_NL":  # `;` between cells on one line
         return ""
-    if token.type == "LPAR" and prev.type == "NAME":  # a call or a layer kind: max(...), sliding(128)
+    if token.type in ("LPAR", "LSQB") and prev.type == "NAME":  # max(...), sliding(128), stage_start[3]
         return ""
     if prev.type == "LBRACE" and token.type == "RBRACE":
         return ""

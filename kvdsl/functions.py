@@ -1,45 +1,129 @@
-"""The functions a kvspec expression may call, each defined once: its arity,
-its exact value, its SymPy form and its Excel form.  The resolver checks calls
-against this table, the evaluator computes with it, the symbolic layer and the
-Excel printers translate with it.
+"""The built-in functions a kvspec expression may call, each defined once.
+
+A `Function` states its arity, its exact value, its SymPy form, its NumPy
+form, its Excel form and its dimension rule.  Every back end reads this table
+and nothing else: the resolver checks calls against it (`kvdsl/dims.py`), the
+evaluator computes with `exact`, `sweep` with `numpy`, the symbolic layer with
+`sympy`, both Excel printers with `excel`.  `tests/test_functions.py` checks
+that every back end covers every function, and that a function added here
+alone works in `eval`, `sweep`, `solve` and the workbook.
+
+Functions a spec defines itself (`fn name(a) = ...`) are not here: the first
+pass inlines them (`kvdsl/expand.py`).  These are the language's own.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable, Optional
+
+from .units import BOOL
+
+CALL, NEGATIVE, COMPARISON = "call", "negative", "comparison"  # how an Excel form's text binds
+
+
+class MixedDimensions(Exception):
+    """A dimension rule's refusal: the arguments have these different dimensions."""
+
+    def __init__(self, dims: list):
+        super().__init__("mixed dimensions")
+        self.dims = dims
+
+
+def same_dimension(dims: list):
+    """The rule of `min`, `max`, `floor`, ...: arguments of one dimension, and a result of it.
+
+    `dims` holds each argument's dimension, None for a bare 0 (which has any);
+    the result is None when every argument is a bare 0.
+    """
+    real = [d for d in dims if d is not None]
+    if any(d != real[0] for d in real):
+        raise MixedDimensions(real)
+    return real[0] if real else None
+
+
+def text_of_numbers(dims: list):
+    """The rule of `fixed`: numbers of any dimension in, text out."""
+    return "text"  # names.TEXT
+
+
+def condition(dims: list):
+    """The rule of a test of numbers (`whole`): arguments of one dimension, a condition as result."""
+    same_dimension(dims)
+    return BOOL
 
 
 @dataclass(frozen=True)
 class Function:
     """One built-in function.
 
-    `sympy` names the SymPy callable (looked up when first used, so that
-    evaluating never imports SymPy); `excel` turns the printed arguments into
-    Excel formula text, and `excel_negative` says that text starts with a
-    unary minus (Excel binds it tighter than `^`).
+    `exact` takes the arguments' values (Fractions) and gives the value;
+    `sympy` and `numpy` take SymPy expressions and NumPy arrays of floats and
+    give the same in those worlds (they import their library when called, so
+    evaluating never imports it); `excel` takes the arguments' Excel texts,
+    each whole (no operator outside parentheses binds tighter than a call's
+    comma), and gives the Excel text, which binds as `excel_binds` says:
+    like a call, like text that starts with a minus, or like a comparison.
+    `dims` is the dimension rule (see `same_dimension`).  `sympy_head` is
+    the SymPy function `sympy` builds, when there is one, so a printer that
+    meets it in a SymPy expression can write the call back.
     """
 
     name: str
     min_args: int
     max_args: Optional[int]
     exact: Callable
-    sympy: str
+    sympy: Callable
+    numpy: Callable
     excel: Callable
-    excel_negative: bool = False
-    text: bool = False  # its value is text (its arguments are numbers)
+    dims: Callable = same_dimension
+    excel_binds: str = CALL
+    sympy_head: Optional[str] = None
+    summary: str = ""
+    text: bool = False  # its value is text: no symbolic form, and a sweep reports no number for it
+
+    @property
+    def variadic(self) -> bool:
+        """True when any number of arguments (from `min_args`) is accepted: a `for` may supply them."""
+        return self.max_args is None
 
     def arity_text(self) -> str:
         if self.min_args == self.max_args:
             return f"{self.min_args} argument{'s' if self.min_args != 1 else ''}"
         return f"at least {self.min_args} argument{'s' if self.min_args != 1 else ''}"
 
-    def sympy_form(self):
-        import sympy
+    def accepts(self, count: int) -> bool:
+        return count >= self.min_args and (self.max_args is None or count <= self.max_args)
 
-        return getattr(sympy, self.sympy)
+
+def _sympy():
+    import sympy
+
+    return sympy
+
+
+def _numpy():
+    import numpy
+
+    return numpy
+
+
+SNAP = 8 * 2.0**-52  # relative distance under which a float is taken for the integer next to it
+
+
+def snapped(x):
+    """Floats that stand for exact values, with those within a few ULPs of an integer moved onto it.
+
+    hazard: `floor(0.3 / 0.1 * 10)` is 29 in floats; in exact arithmetic (as
+    `eval` computes it) the value is 30, so NumPy forms that round snap first.
+    """
+    np = _numpy()
+    nearest = np.rint(x)
+    return np.where(np.abs(x - nearest) <= SNAP * np.abs(x), nearest, x)
 
 
 def _fixed(args) -> str:
@@ -54,19 +138,54 @@ def _fixed(args) -> str:
     return "-" + text if x < 0 and units else text
 
 
+def _no_symbolic_form(args):
+    raise ValueError("text has no symbolic form")
+
+
 def _call(name: str) -> Callable:
     return lambda args: f"{name}({', '.join(args)})"
 
 
+_ATOM_TEXT = re.compile(r"[A-Za-z0-9_.$!\\]+")
+
+
+def _negated(text: str) -> str:
+    """Excel text for minus `text`: `-x`, `x` for `-x`, or `-(a+b)` when `text` is more than a name or number."""
+    if text.startswith("-") and _ATOM_TEXT.fullmatch(text[1:]):
+        return text[1:]
+    return f"-{text}" if _ATOM_TEXT.fullmatch(text) else f"-({text})"
+
+
 FUNCTIONS = {f.name: f for f in (
-    Function("min", 1, None, lambda args: min(args), "Min", _call("MIN")),
-    Function("max", 1, None, lambda args: max(args), "Max", _call("MAX")),
+    Function("min", 1, None, exact=min, sympy=lambda args: _sympy().Min(*args),
+             numpy=lambda args: functools.reduce(_numpy().minimum, args), excel=_call("MIN"), sympy_head="Min",
+             summary="the smallest argument"),
+    Function("max", 1, None, exact=max, sympy=lambda args: _sympy().Max(*args),
+             numpy=lambda args: functools.reduce(_numpy().maximum, args), excel=_call("MAX"), sympy_head="Max",
+             summary="the largest argument"),
     # INT rounds toward minus infinity, like floor
-    Function("floor", 1, 1, lambda args: Fraction(math.floor(args[0])), "floor", _call("INT")),
+    Function("floor", 1, 1, exact=lambda args: Fraction(math.floor(args[0])), sympy=lambda args: _sympy().floor(args[0]),
+             numpy=lambda args: _numpy().floor(snapped(args[0])), excel=_call("INT"), sympy_head="floor",
+             summary="the whole number at or below"),
     # -INT(-x) is ceiling(x) for every sign; Excel's CEILING has sign quirks
-    Function("ceil", 1, 1, lambda args: Fraction(math.ceil(args[0])), "ceiling", lambda args: f"-INT(-({args[0]}))",
-             excel_negative=True),
-    Function("abs", 1, 1, lambda args: abs(args[0]), "Abs", _call("ABS")),
+    Function("ceil", 1, 1, exact=lambda args: Fraction(math.ceil(args[0])), sympy=lambda args: _sympy().ceiling(args[0]),
+             numpy=lambda args: _numpy().ceil(snapped(args[0])), excel=lambda args: f"-INT({_negated(args[0])})",
+             excel_binds=NEGATIVE, sympy_head="ceiling", summary="the whole number at or above"),
+    Function("abs", 1, 1, exact=lambda args: abs(args[0]), sympy=lambda args: _sympy().Abs(args[0]),
+             numpy=lambda args: _numpy().abs(args[0]), excel=_call("ABS"), sympy_head="Abs",
+             summary="the value without its sign"),
+    Function("whole", 1, 1, exact=lambda args: Fraction(args[0]).denominator == 1,
+             sympy=lambda args: _sympy().Eq(_sympy().floor(args[0]), args[0]),
+             numpy=lambda args: snapped(args[0]) == _numpy().floor(snapped(args[0])),
+             excel=lambda args: f"INT({args[0]})={args[0]}", dims=condition, excel_binds=COMPARISON,
+             summary="true when the value is a whole number (`whole(gpus)`)"),
     # text of a number for a sentence: fixed(tpot_seconds / 1 ms, 1) is "41.2"
-    Function("fixed", 2, 2, _fixed, "", _call("FIXED"), text=True),
+    Function("fixed", 2, 2, exact=_fixed, sympy=_no_symbolic_form, numpy=lambda args: _numpy().nan,
+             excel=_call("FIXED"), dims=text_of_numbers, text=True,
+             summary="the number as text, rounded to the given decimals, with thousands separators"),
 )}
+
+
+def by_sympy_head() -> dict:
+    """SymPy function name -> the Function whose SymPy form it is (for printers of SymPy expressions)."""
+    return {f.sympy_head: f for f in FUNCTIONS.values() if f.sympy_head}

@@ -1,6 +1,7 @@
 """Workspace -> program: the resolver's passes in order.
 
-1. merge (`kvdsl/merge.py`): blocks with their defaults, parents, patterns and
+1. merge: functions inlined, families and `for` expanded (`kvdsl/expand.py`);
+   then (`kvdsl/merge.py`) blocks with their defaults, parents, patterns and
    `--set`; engine rules run in every deployment; unknown cells refused;
 2. names (`kvdsl/names.py`): every name resolved, reference cells checked;
 3. dimensions (`kvdsl/dims.py`): every cell's dimension, cycles, order.
@@ -13,12 +14,14 @@ import sys
 from typing import Optional
 
 from . import model as m
-from .dims import DimensionChecker
+from .dims import DimensionChecker, DimensionRules
 from .errors import raise_all
+from .expand import expand_workspace
 from .loader import Workspace
 from .merge import Merger, Silent
 from .names import NameResolver
-from .program import BlockInfo, CellRef, Form, Key, Origin, Program, ResolvedCell, map_names, walk_refs
+from .program import BlockInfo, CellRef, Form, Key, Origin, Program, ResolvedCell, walk_refs
+from .visitor import map_names
 from .units import BOOL, Dim
 
 __all__ = ["build", "merged_blocks", "with_literals", "BlockInfo", "CellRef", "Form", "Key", "Origin", "Program", "ResolvedCell", "map_names", "walk_refs"]
@@ -26,6 +29,7 @@ __all__ = ["build", "merged_blocks", "with_literals", "BlockInfo", "CellRef", "F
 
 class _Resolver(Merger, NameResolver, DimensionChecker):
     def __init__(self, ws: Workspace, overrides: dict):
+        ws = expand_workspace(ws)  # families, functions and `for` expanded: plain cells from here on
         self.ws = ws
         self.overrides = overrides  # block -> {cell name: Cell}
         self.errors: list = list(ws.errors)
@@ -45,6 +49,7 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
         self._broken: set = set()  # blocks whose `extends` failed: their missing cells are not reported
         self.order: list[Key] = []
         self.readers: dict = {}  # block -> the other blocks whose rules read its cells
+        self.dim_rules = DimensionRules(self)
 
     def merge(self) -> dict:
         """Pass 1 alone: the blocks, each with every cell it has."""

@@ -17,10 +17,7 @@ __all__ = ["KvspecLexer", "KEYWORDS"]
 
 GRAMMAR = Path(__file__).with_name("kvspec.lark")
 
-# every keyword of the grammar (a test checks this list against kvspec.lark)
-KEYWORDS = ("import", "extends", "defaults", "let", "require", "if", "then", "else")
-WORD_OPERATORS = ("and", "or", "not")
-CONSTANTS = ("true", "false", "none")
+from .words import CONSTANTS, KEYWORDS, WORD_OPERATORS  # noqa: E402 (the language's words, in one place)
 
 
 def _terminal(name: str) -> str:
@@ -59,6 +56,8 @@ class KvspecLexer(RegexLexer):
             (rf"^({NAME})([ \t]+)({NAME})(?=[ \t]+\")", bygroups(Keyword.Declaration, Whitespace, Name.Class)),
             # the kinds after `defaults`: `defaults deployment, engine {`
             (rf"(defaults)([ \t]+)", bygroups(Keyword, Whitespace), "kinds"),
+            # a function's definition: `fn split_or_replicated(a, b) = ...`
+            (rf"(fn)([ \t]+)({NAME})", bygroups(Keyword.Declaration, Whitespace, Name.Function)),
             (words(KEYWORDS, suffix=r"\b"), Keyword),
             (words(WORD_OPERATORS, suffix=r"\b"), Operator.Word),
             (words(CONSTANTS, suffix=r"\b"), Keyword.Constant),
@@ -70,9 +69,12 @@ class KvspecLexer(RegexLexer):
              bygroups(Name.Attribute, Whitespace, Punctuation, Whitespace, Keyword.Type)),
             # a cell's definition: `kv_heads = 8`, `vllm.block_size = 16`, `kv_heads = 16` in sliding(...)
             (rf"({NAME}(?:\.{NAME})?)([ \t]*)(=)(?!=)", bygroups(Name.Attribute, Whitespace, Operator)),
+            # a family or one of its members: `stage_start[s in 1..8] = ...`, `stage_start[3] = ...`
+            (rf"({NAME}(?:\.{NAME})?)(?=\[[^\]\n]*\][ \t]*=(?!=))", Name.Attribute),
             (rf"({NAME})(?=[ \t]*\()", Name.Function),
             (NAME, Name),
             (r"<=|>=|==|!=|[-+*/^&=<>?]", Operator),
+            (r"\.\.", Operator),  # a range: `s in 1..8`
             (r"[{}()\[\],.:;]", Punctuation),
         ],
         "kinds": [

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ImportFailure, KvdslError, Span, flatten
-from .model import Block, Defaults, Import, SpecFile
+from .model import Block, Defaults, FnDef, Import, SpecFile
 from .parser import parse_cached, read_spec
 
 PRELUDE = Path(__file__).with_name("prelude")
@@ -36,6 +36,7 @@ class Workspace:
 
     blocks: list = field(default_factory=list)  # (Block, is_prelude)
     defaults: list = field(default_factory=list)  # (Defaults, is_prelude), prelude first
+    functions: list = field(default_factory=list)  # (FnDef, is_prelude): every file's `fn`, visible to all
     files: list = field(default_factory=list)  # display paths, in load order
     errors: list = field(default_factory=list)
     # a digest of every file's display path and text, in load order: two
@@ -108,6 +109,8 @@ class _Loader:
                 self.ws.blocks.append((item, prelude))
             elif isinstance(item, Defaults):
                 self.ws.defaults.append((item, prelude))
+            elif isinstance(item, FnDef):
+                self.ws.functions.append((item, prelude))
 
 
 def prelude_files() -> list[Path]:

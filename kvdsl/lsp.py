@@ -25,6 +25,7 @@ from pygls.uris import from_fs_path, to_fs_path
 
 from . import __version__
 from . import lsp_analysis as an
+from . import lsp_complete
 from .errors import KvdslError, Span, split_lines, source_line
 
 STACK_BYTES = 256 * 2**20
@@ -289,6 +290,7 @@ COMPLETION_KINDS = {
     "engine": types.CompletionItemKind.Class,
     "unit": types.CompletionItemKind.Unit,
     "keyword": types.CompletionItemKind.Keyword,
+    "function": types.CompletionItemKind.Function,
 }
 
 
@@ -301,7 +303,7 @@ async def completion(ls: KvdslServer, params: types.CompletionParams):
     column = char_column(line, params.position.character, ls.encoding)
     items = [types.CompletionItem(c.label, kind=COMPLETION_KINDS[c.kind], detail=c.detail,
                                   documentation=c.doc or None, sort_text=("0" if c.first else "1") + c.label)
-             for c in an.complete(analysis, text, params.position.line + 1, column)]
+             for c in lsp_complete.complete(analysis, text, params.position.line + 1, column)]
     return types.CompletionList(is_incomplete=False, items=items)
 
 
@@ -310,6 +312,7 @@ SYMBOL_KINDS = {
     "defaults": types.SymbolKind.Namespace,
     "cell": types.SymbolKind.Field,
     "import": types.SymbolKind.File,
+    "function": types.SymbolKind.Function,
 }
 
 

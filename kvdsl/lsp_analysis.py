@@ -11,7 +11,6 @@ characters, as `Span` counts them; `kvdsl/lsp.py` converts to and from LSP.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Optional
 
 from . import model as m
 from .errors import KvdslError, Span, flatten
+from .functions import FUNCTIONS
 from .labels import describe, is_labelled
 from .loader import PRELUDE, display_path, load, overlaid
 
@@ -41,6 +41,7 @@ class Analysis:
     files: list = field(default_factory=list)  # display paths of every file loaded
     defaults: list = field(default_factory=list)  # (Defaults, is_prelude) of every file loaded
     blocks: list = field(default_factory=list)  # (Block, is_prelude) of every file loaded
+    functions: list = field(default_factory=list)  # (FnDef, is_prelude) of every file loaded
     _by_span: Optional[dict] = None
 
     @property
@@ -83,6 +84,7 @@ def analyze(path: Path, text: str, overlay: dict) -> Analysis:
             workspace = load([str(path)])
             result.files = list(workspace.files)
             result.defaults, result.blocks = list(workspace.defaults), list(workspace.blocks)
+            result.functions = list(workspace.functions)
             program = build(workspace)
             result.program = program
             base = evaluate(program)
@@ -112,7 +114,8 @@ class Target:
 
     kind: "block" (a block's name), "cell" (a cell's own name), "name" (a
     reference inside a rule; `part` is the index of the dotted part under
-    the cursor), "import", or "inside" (elsewhere in a block or defaults).
+    the cursor), "function" (a function's name, where it is defined or
+    called), "import", or "inside" (elsewhere in a block or defaults).
     """
 
     kind: str
@@ -150,6 +153,10 @@ def locate(analysis: Analysis, line: int, column: int) -> Optional[Target]:
             return _in_cells(item.cells, line, column, Target("inside", block=item))
         if isinstance(item, m.Defaults):
             return _in_cells(item.cells, line, column, Target("inside", defaults=item))
+        if isinstance(item, m.FnDef):
+            call = _call_at(item.body, line, column)
+            if contains(item.name_span, line, column) or call is not None:
+                return Target("function", name=call.func if call is not None else item.name)
     return None
 
 
@@ -159,6 +166,9 @@ def _in_cells(cells, line: int, column: int, outside: Target) -> Target:
             continue
         if contains(cell.name_span, line, column):
             return Target("cell", block=outside.block, defaults=outside.defaults, cell=cell, name=cell.name)
+        call = _call_at(cell.expr, line, column) if cell.expr is not None else None
+        if call is not None:
+            return Target("function", block=outside.block, defaults=outside.defaults, cell=cell, name=call.func)
         node = _name_at(cell.expr, line, column) if cell.expr is not None else None
         if node is not None:
             offset = column - node.span.column
@@ -169,11 +179,27 @@ def _in_cells(cells, line: int, column: int, outside: Target) -> Target:
     return outside
 
 
+def _call_at(expr, line: int, column: int) -> Optional[m.Call]:
+    """The call whose function name is under the cursor, or None."""
+    stack = [expr]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, m.Call) and contains(node.func_span, line, column):
+            return node
+        if isinstance(node, m.Name) and node.index is not None:
+            stack.append(node.index)
+        if getattr(node, "_fields", ()):
+            stack.extend(node.children())
+    return None
+
+
 def _name_at(expr, line: int, column: int) -> Optional[m.Name]:
     stack = [expr]
     while stack:
         node = stack.pop()
         if isinstance(node, m.Name):
+            if node.index is not None:
+                stack.append(node.index)
             if contains(node.span, line, column):
                 return node
         elif getattr(node, "_fields", ()):
@@ -191,6 +217,7 @@ class Meaning:
     key: Optional[tuple] = None
     block: Optional[str] = None
     path: Optional[Path] = None
+    function: Optional[str] = None
 
 
 def resolve(analysis: Analysis, target: Target) -> Optional[Meaning]:
@@ -198,6 +225,8 @@ def resolve(analysis: Analysis, target: Target) -> Optional[Meaning]:
     program = analysis.program
     if target.kind == "import":
         return Meaning(path=target.path.resolve())
+    if target.kind == "function":
+        return Meaning(function=target.name) if target.name in _functions(analysis) or target.name in FUNCTIONS else None
     if program is None:
         return None
     if target.kind == "block":
@@ -250,6 +279,9 @@ def definition(analysis: Analysis, target: Target) -> Optional[tuple]:
         return None
     if meaning.path is not None:
         return meaning.path, None
+    if meaning.function is not None:
+        fn = _functions(analysis).get(meaning.function)
+        return (source_file(fn.name_span.path), fn.name_span) if fn is not None else None
     program = analysis.program
     if meaning.block is not None:
         span = program.blocks[meaning.block].block.name_span
@@ -272,6 +304,8 @@ def hover(analysis: Analysis, target: Target) -> Optional[str]:
                          + ["", "```kvspec", target.cell.source.strip(), "```"])
     if meaning is None:
         return None
+    if meaning.function is not None:
+        return function_hover(analysis, meaning.function)
     if meaning.path is not None:
         shown = display_path(meaning.path)
         held = [f"{b.kind} `{b.name}`" for b, _ in analysis.blocks if b.span.path == shown]
@@ -279,6 +313,32 @@ def hover(analysis: Analysis, target: Target) -> Optional[str]:
     if meaning.block is not None:
         return _block_hover(analysis, meaning.block)
     return _cell_hover(analysis, meaning.key)
+
+
+@lru_cache(maxsize=1)
+def _prelude_workspace():
+    return load([])
+
+
+def _functions(analysis: Optional[Analysis]) -> dict:
+    """name -> FnDef of every function the analysis loaded (the prelude's when it loaded none)."""
+    loaded = analysis.functions if analysis is not None and analysis.functions else _prelude_workspace().functions
+    return {fn.name: fn for fn, _ in loaded}
+
+
+def function_hover(analysis: Analysis, name: str) -> Optional[str]:
+    """Markdown for a function: its definition (the body) and where it is, or a built-in's summary."""
+    fn = _functions(analysis).get(name)
+    if fn is None:
+        builtin = FUNCTIONS.get(name)
+        return f"**{name}** (built-in, {builtin.arity_text()}): {builtin.summary}" if builtin else None
+    lines = [f"**fn {fn.name}**({', '.join(fn.params)})"]
+    if fn.doc:
+        lines += ["", fn.doc]
+    lines += ["", "```kvspec", fn.source.strip(), "```", "",
+              f"defined {'in the prelude ' if fn.name_span.path.startswith(PRELUDE_SHOWN) else ''}at `{fn.name_span}`; "
+              "inlined where it is called"]
+    return "\n".join(lines)
 
 
 def value_text(analysis: Analysis, key: tuple) -> Optional[str]:
@@ -300,6 +360,8 @@ def _cell_hover(analysis: Analysis, key: tuple) -> str:
     doc = describe(rc).sentence if is_labelled(rc) else describe(rc).description
     if doc:
         lines += ["", doc]
+    if rc.cell.member:
+        lines += ["", _family_values(analysis, rc)]
     source = rc.cell.source.strip()
     if source:
         lines += ["", "```kvspec", source, "```"]
@@ -307,6 +369,15 @@ def _cell_hover(analysis: Analysis, key: tuple) -> str:
     if rc.shadowed:
         lines[-1] += f"; overrides `{rc.shadowed[0].name_span}`"
     return "\n".join(lines)
+
+
+def _family_values(analysis: Analysis, rc) -> str:
+    """`stage_start[1] = 40, stage_start[2] = 80, ...`: every member of the family `rc` belongs to."""
+    family = rc.name.rpartition("[")[0]
+    members = [key for key in analysis.program.block_keys(rc.block)
+               if key[1].startswith(family + "[") and analysis.program.cells[key].cell.span == rc.cell.span]
+    shown = ", ".join(f"`{key[1]}` = {value_text(analysis, key)}" for key in members)
+    return f"a member of the family `{family}` ({rc.cell.member[0]} = {rc.cell.member[1]}): {shown}"
 
 
 def origin_text(program, rc) -> str:
@@ -344,132 +415,6 @@ def _block_hover(analysis: Analysis, name: str) -> str:
     return "\n".join(lines)
 
 
-# ---- completion -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Completion:
-    """One suggestion: a label, what it is, and a description."""
-
-    label: str
-    kind: str  # "cell", "block", "format", "engine", "unit", "keyword"
-    detail: str = ""
-    doc: str = ""
-    first: bool = False  # listed before the others: a block of the kind the cell names
-
-
-@lru_cache(maxsize=1)
-def _prelude_workspace():
-    return load([])
-
-
-def kind_cells(kind: str, analysis: Optional[Analysis] = None) -> dict:
-    """name -> description of the cells every block of `kind` has (the prelude's and the user's `let`)."""
-    out: dict = {}
-    loaded = analysis.defaults if analysis is not None and analysis.defaults else _prelude_workspace().defaults
-    for d, prelude in loaded:
-        if kind in d.kinds:
-            for cell in d.cells:
-                if cell.form != "require" and cell.name not in out and (prelude or cell.new or cell.form == "declare"):
-                    out[cell.name] = describe(cell).sentence if cell.label else cell.doc
-    return out
-
-
-def _blocks(analysis: Optional[Analysis]) -> list:
-    """(kind, name, title) of every block known: the analysis's program, else the prelude's."""
-    if analysis is not None and analysis.program is not None:
-        return [(b.kind, b.name, b.title) for b in analysis.program.blocks.values()]
-    loaded = analysis.blocks if analysis is not None and analysis.blocks else _prelude_workspace().blocks
-    return [(b.kind, b.name, b.title) for b, _ in loaded]
-
-
-HEADER = re.compile(r"^\s*(?:(model|hardware|deployment|format|engine|workload)\s+(\w+)|defaults\s+([\w\s,]+?))\b[^#]*\{")
-
-
-def enclosing(text: str, line: int) -> Optional[tuple]:
-    """(kind, block name or None) of the block around a line (1-based), read from the text as typed."""
-    lines = text.split("\n")
-    depth = 0
-    for number in range(min(line, len(lines)) - 1, -1, -1):
-        code = re.sub(r'"[^"]*"|#.*', "", lines[number])
-        if number < line - 1:
-            depth += code.count("}")
-        depth -= code.count("{")
-        if depth < 0:
-            found = HEADER.match(lines[number])
-            if found is None:
-                return None
-            if found.group(1):
-                return found.group(1), found.group(2)
-            return found.group(3).split(",")[0].strip(), None
-    return None
-
-
-def complete(analysis: Optional[Analysis], text: str, line: int, column: int) -> list:
-    """What may be typed at a position: cell names at the start of a line, values after `=`, units after a number."""
-    lines = text.split("\n")
-    before = lines[line - 1][: column - 1] if line - 1 < len(lines) else ""
-    if re.search(r"\d[\d_.]*(?:e\d+)?\s+\w*$", before):
-        return _units()
-    place = enclosing(text, line)
-    if place is None:
-        if re.fullmatch(r"\w*", before):  # a new item at the top level
-            return [Completion(word, "keyword", "block kind" if word in m.BLOCK_KINDS else "")
-                    for word in (*m.BLOCK_KINDS, "defaults", "import")]
-        return []
-    kind, block = place
-    dotted = re.search(r"(\w+)\.\w*$", before)
-    if dotted:
-        return _members(analysis, kind, block, dotted.group(1))
-    if re.fullmatch(r"\s*let\s+\w*", before):  # a name of one's own
-        return []
-    if re.fullmatch(r"\s*\w*", before):
-        return [Completion(name, "cell", f"{kind} cell", doc) for name, doc in sorted(kind_cells(kind, analysis).items())]
-    return _values(analysis, kind, block, before)
-
-
-def _members(analysis: Optional[Analysis], kind: str, block: Optional[str], head: str) -> list:
-    """What follows `head.`: an engine's rules, or the cells of the block a cell or name refers to."""
-    program = analysis.program if analysis is not None else None
-    target_kind = None
-    if program is not None:
-        info = program.blocks.get(head)
-        if info is not None and info.kind == "engine" and info.template is not None:
-            return [Completion(name, "cell", f"engine {head} rule", stack[0][0].doc)
-                    for name, stack in sorted(info.template.items()) if not name.startswith(m.REQUIRE + " ")]
-        rc = program.cells.get((block, head)) if block else None
-        if rc is not None and rc.ref_target in program.blocks:
-            target_kind = program.blocks[rc.ref_target].kind
-        elif info is not None:
-            target_kind = info.kind
-    if target_kind is None and head in m.BLOCK_KINDS:
-        target_kind = head
-    if target_kind is None:
-        return []
-    return [Completion(name, "cell", f"{target_kind} cell", doc) for name, doc in sorted(kind_cells(target_kind, analysis).items())]
-
-
-def _units() -> list:
-    from .units import unit_names
-
-    return [Completion(u, "unit", "unit") for u in unit_names()]
-
-
-def _values(analysis: Optional[Analysis], kind: str, block: Optional[str], before: str) -> list:
-    """After `=`: the block's cells, and every block (those of the kind the cell names first)."""
-    expected = None
-    lhs = re.match(r"\s*(?:let\s+)?([\w.]+)\s*=", before)
-    if lhs and block and analysis is not None and analysis.program is not None:
-        rc = analysis.program.cells.get((block, lhs.group(1)))
-        if rc is not None and rc.ref_target in analysis.program.blocks:
-            expected = analysis.program.blocks[rc.ref_target].kind
-    out = [Completion(name, "cell", f"{kind} cell", doc) for name, doc in sorted(kind_cells(kind, analysis).items())]
-    for b_kind, name, title in _blocks(analysis):
-        what = b_kind if b_kind in ("format", "engine") else "block"
-        out.append(Completion(name, what, f"{b_kind}: {title}", first=b_kind == expected))
-    return out
-
-
 # ---- outline ----------------------------------------------------------------------------------------
 
 
@@ -479,7 +424,7 @@ class Symbol:
 
     name: str
     detail: str
-    kind: str  # "block", "defaults", "cell", "import"
+    kind: str  # "block", "defaults", "cell", "import", "function"
     span: Span
     name_span: Span
     children: list = field(default_factory=list)
@@ -497,9 +442,14 @@ def symbols(spec: Optional[m.SpecFile]) -> list:
         elif isinstance(item, m.Defaults):
             cells = [_cell_symbol(c) for c in item.cells]
             out.append(Symbol("defaults " + ", ".join(item.kinds), "defaults", "defaults", item.span, item.span, cells))
+        elif isinstance(item, m.FnDef):
+            out.append(Symbol(item.name, f"fn {item.name}({', '.join(item.params)})", "function", item.span, item.name_span))
     return out
 
 
 def _cell_symbol(cell: m.Cell) -> Symbol:
+    if cell.family is not None:
+        name = f"{cell.name}[{cell.source.partition('[')[2].partition(']')[0]}]"
+        return Symbol(name, "family", "cell", cell.span, cell.name_span)
     return Symbol(cell.name, cell.source.partition("=")[2].strip()[:60] if cell.form == "rule" else cell.form, "cell",
                   cell.span, cell.name_span)

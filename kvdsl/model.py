@@ -8,8 +8,8 @@ from typing import Optional, Union
 
 from .errors import Span
 from .units import Dim
+from .words import BLOCK_KINDS  # noqa: F401 (the kinds a block may have, as the spec model names them)
 
-BLOCK_KINDS = ("model", "hardware", "deployment", "format", "engine", "workload")
 # An engine block is a set of rules every deployment runs for itself: its
 # cells live in each deployment as `ENGINE.cell` (`vllm.num_blocks`).
 INSTANCED = {"engine": "deployment"}
@@ -77,10 +77,16 @@ class Str(_Node):
 
 @dataclass(frozen=True)
 class Name(_Node):
-    """A reference: `layers`, `model.layers`, `h100_sxm.memory`."""
+    """A reference: `layers`, `model.layers`, `h100_sxm.memory`, `stage_start[3]`.
+
+    As written, a member of a family may carry its `index` (`stage_start[s - 1]`);
+    the first pass (`kvdsl/expand.py`) folds it into the last part
+    (`stage_start[2]`), so later passes never see one.
+    """
 
     parts: tuple
     span: Span
+    index: Optional["Expr"] = None
 
     @property
     def dotted(self) -> str:
@@ -122,7 +128,32 @@ class If(_Node):
     _fields = ("cond", "then", "otherwise")
 
 
+@dataclass(frozen=True)
+class For(_Node):
+    """`for s in 1..8: body` among a call's arguments: the body once for each `s`.
+
+    Written only inside calls; the first pass turns it into the arguments it stands for.
+    """
+
+    var: str
+    low: "Expr"
+    high: "Expr"
+    body: "Expr"
+    span: Span
+    var_span: Span
+    _fields = ("low", "high", "body")
+
+
 Expr = Union[Num, Bool, NoneValue, Str, Name, Unary, Binary, Call, If]
+# the nodes of a resolved expression: every interpreter of the tree handles each
+EXPR_NODES = (Num, Bool, NoneValue, Str, Name, Unary, Binary, Call, If)
+# nodes that only the text has: the first pass expands them away
+SURFACE_NODES = (For,)
+
+
+def member_name(family: str, index: int) -> str:
+    """The name of one member of a family: `stage_start[3]`."""
+    return f"{family}[{index}]"
 
 
 # ---- cells and blocks ----------------------------------------------------
@@ -145,6 +176,17 @@ class LayerKind:
     argument: Optional[Num]
     span: Span
     shape: tuple = ()  # KindSetting
+
+
+@dataclass(frozen=True)
+class Family:
+    """`[s in 1..8]` after a cell's name: the index, and its bounds as written."""
+
+    var: str
+    low: Expr
+    high: Expr
+    span: Span
+    var_span: Span
 
 
 @dataclass(frozen=True)
@@ -174,6 +216,26 @@ class Cell:
     doc: str = ""
     label: str = ""
     description: str = ""
+    family: Optional[Family] = None  # `stage_start[s in 1..8] = ...`: the first pass makes the members
+    member: tuple = ()  # a member of a family: (its index's name, its number), `("s", 3)`
+    calls: frozenset = frozenset()  # the functions its expression calls
+    surface: bool = False  # it has a `for` or an indexed name, which the first pass expands
+    broken: bool = False  # the first pass met a mistake in it (already reported): later passes skip it
+
+
+@dataclass(frozen=True)
+class FnDef:
+    """`fn NAME(a, b) = expr` at the top of a file: a pure function, inlined where it is called."""
+
+    name: str
+    params: tuple
+    body: Expr
+    span: Span
+    name_span: Span
+    param_spans: tuple = ()
+    source: str = ""
+    doc: str = ""
+    calls: frozenset = frozenset()
 
 
 @dataclass(frozen=True)

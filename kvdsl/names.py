@@ -10,7 +10,8 @@ from typing import Optional
 
 from . import model as m
 from .errors import KvdslError, MissingCellError, ReferenceKindError, UnknownNameError, did_you_mean
-from .program import CellRef, Form, Key, ResolvedCell, map_names
+from .program import CellRef, Form, Key, ResolvedCell
+from .visitor import map_names
 from .units import BOOL, DECLARED_DIMS, NUMBER
 
 TEXT = "text"  # the dimension of text values
@@ -87,7 +88,8 @@ class NameResolver:
             current, via = first, []
         else:
             candidates = [n for (b, n) in self.cells if b == block] + list(self.blocks)
-            return self._fail(quiet, UnknownNameError(f"unknown name `{first}`", name.span, hint=did_you_mean(first, candidates)))
+            return self._fail(quiet, UnknownNameError(f"unknown name `{first}`", name.span,
+                                                      hint=_members_hint(first, candidates) or did_you_mean(first, candidates)))
         for i, part in enumerate(parts[1:], start=1):
             if self.blocks[current].kind in m.INSTANCED and i == len(parts) - 1:
                 return self._dispatch(block, via, part, name, quiet)
@@ -146,6 +148,10 @@ class NameResolver:
     # ---- expressions -------------------------------------------------------------
 
     def resolve_cell(self, rc: ResolvedCell) -> None:
+        if rc.cell.broken:  # its mistake was reported when it was expanded
+            rc.dim = ERROR
+            self._poisoned.add(rc.key)
+            return
         if rc.form == Form.DECLARE:
             decl = rc.cell
             rc.dim = ERROR
@@ -235,7 +241,7 @@ class NameResolver:
                 self.errors.append(ReferenceKindError(
                     f"`{rc.name}` must name a {expected}, not {what}", rc.cell.span, hint=self._choices(expected)))
             return
-        if rc.form not in (Form.RULE, Form.INPUT):
+        if rc.form not in (Form.RULE, Form.INPUT) or rc.cell.broken:
             return
         expr = rc.cell.expr
         if isinstance(expr, m.Name) and len(expr.parts) > 1 and (rc.block, expr.parts[0]) in self._poisoned:
@@ -311,3 +317,15 @@ class NameResolver:
                 if dim not in (None, NUMBER):
                     return dim
         return None
+
+
+def _members_hint(name: str, candidates: list) -> Optional[str]:
+    """`x[9]` when the family `x` has members x[1] to x[8]: say which it has."""
+    family, bracket, _ = name.partition("[")
+    if not bracket:
+        return None
+    numbers = sorted(int(c[len(family) + 1:-1]) for c in candidates
+                     if c.startswith(family + "[") and c.endswith("]") and c[len(family) + 1:-1].isdigit())
+    if not numbers:
+        return None
+    return f"the family `{family}` has the members {family}[{numbers[0]}] to {family}[{numbers[-1]}]"

@@ -135,7 +135,7 @@ def _tree(text: str, path: str, start: str):
         if char == '"':
             raise SpecSyntaxError("unterminated string: this `\"` has no closing quote on its line",
                                   _point(path, exc.line, exc.column)) from None
-        expected = _expected(exc.allowed or ())
+        expected = _expected(_acceptable(text, exc.pos_in_stream, start) or exc.allowed or ())
         raise SpecSyntaxError(
             f"unexpected character `{char}`" + (f"; expected {expected}" if expected else ""),
             _point(path, exc.line, exc.column),
@@ -149,6 +149,9 @@ def _tree(text: str, path: str, start: str):
         else:
             span = Span(path, token.line, token.column, token.end_line or token.line, token.end_column or token.column + 1)
             found = "end of line" if token.type == "_NL" else f"`{token}`"
+            if token.type == "FN":
+                raise SpecSyntaxError("`fn` inside a block: a function is defined at the top level of a file", span,
+                                      hint="move it above the block; every file loaded can call it") from None
             if token.type == "NAME" and re.match(r"\s*=", text[token.end_pos :]):
                 raise SpecSyntaxError(f"unexpected `{token}`: a new cell starts on a new line or after `;`", span) from None
             glued = re.search(r"(?<![\w.])(\d[\d_]*(?:\.\d*)?)([KM]?)$", text[: token.start_pos])
@@ -166,10 +169,27 @@ def _tree(text: str, path: str, start: str):
 
                 raise SpecSyntaxError(f"unknown unit `{token}`", span, hint=did_you_mean(str(token), unit_names())
                                       or "units: B KB MB GB TB KiB MiB GiB TiB, tokens (32K), elements, s, B/s") from None
-        raise SpecSyntaxError(f"unexpected {found}; expected {_expected(exc.expected)}", span) from None
+        raise SpecSyntaxError(f"unexpected {found}; expected {_expected(exc.accepts or exc.expected)}", span) from None
     except UnexpectedEOF as exc:
         line = text.count("\n") + 1
         raise SpecSyntaxError(f"unexpected end of file; expected {_expected(exc.expected)}", _point(path, line, 1)) from None
+
+
+def _acceptable(text: str, pos: int, start: str) -> set:
+    """The terminals the parser would take at `pos`, parsing `text` up to there.
+
+    The lexer's list (`allowed`) comes from a state the grammar's contexts
+    share, so it would offer `]` or `:` after a rule's number; the parser's
+    own answer is exact.  An empty set when the prefix itself fails.
+    """
+    from lark.exceptions import LarkError
+
+    try:
+        interactive = lark_parser().parse_interactive(text[:pos], start=start)
+        interactive.exhaust_lexer()
+        return set(interactive.accepts())
+    except LarkError:
+        return set()
 
 
 def _unit_case_hint(number: str, unit: str) -> str:

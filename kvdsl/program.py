@@ -199,39 +199,21 @@ class Program:
 
 
 def walk_refs(expr):
-    """Every CellRef in a resolved expression."""
+    """Every CellRef in a resolved expression, in source order."""
     if expr is None:
         return
     stack = [expr]
+    binary = m.Binary
     while stack:
         node = stack.pop()
-        if node.__class__ is CellRef:
+        cls = node.__class__
+        if cls is CellRef:
             yield node
+        elif cls is binary:
+            stack.append(node.right)
+            stack.append(node.left)
         elif node._fields:
             stack.extend(reversed(node.children()))
-
-
-def map_names(expr, fn):
-    """`expr` with every Name replaced by fn(name); parts without a Name are shared, not copied."""
-    cls = expr.__class__
-    if cls is m.Name:
-        return fn(expr)
-    if cls is m.Binary:
-        left, right = map_names(expr.left, fn), map_names(expr.right, fn)
-        return expr if left is expr.left and right is expr.right else _rebuilt(expr, left=left, right=right)
-    if not expr._fields:
-        return expr
-    old = expr.children()
-    new = [map_names(child, fn) for child in old]
-    return expr if all(a is b for a, b in zip(new, old)) else expr.replace(new)
-
-
-def _rebuilt(node, **fields):
-    """A copy of a frozen node with some fields changed, without the dataclass constructor's cost."""
-    new = object.__new__(node.__class__)
-    new.__dict__.update(node.__dict__)
-    new.__dict__.update(fields)
-    return new
 
 
 def static_text(program: Program, expr) -> Optional[str]:

@@ -8,18 +8,17 @@ axis costs the same whatever its rules branch on.
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from . import model as m
 from .errors import UsageError
 from .evaluate import text_of
 from .functions import FUNCTIONS
-from .graph import CellRef, Key, Program
+from .graph import Key, Program
+from .visitor import ExprVisitor
 
 CHUNK = 65_536  # points per pass: every affected cell holds an array this long
 MAX_POINTS = 10_000_000  # points in one grid (its CSV is written one chunk at a time)
@@ -172,8 +171,9 @@ class CompiledSweep:
         """Values of every cell at the points `part` (one array per varied cell)."""
         values = dict(self.values)
         values.update(zip(self.keys, part))
+        visit = VectorEvaluator(values).visit
         for key in self.order:
-            values[key] = vector_value(self.program.cells[key].expr, values)
+            values[key] = visit(self.program.cells[key].expr)
         return values
 
     def chunks(self, progress=None, chunk: int = CHUNK):
@@ -226,42 +226,72 @@ def _scalar(value) -> bool:
     return not hasattr(value, "shape")
 
 
-def vector_value(expr, values: dict):
-    """`evaluate_expr` over arrays: the same rules, NumPy where a value varies.
+class VectorEvaluator(ExprVisitor):
+    """`Evaluator` over arrays: the same rules, NumPy where a value varies.
 
     Values that do not vary stay exact (Fraction, bool, str); an `if` whose
     condition varies takes each branch where its condition holds.
     """
-    import numpy as np
 
-    if isinstance(expr, (m.Num, m.Bool, m.Str)):
+    def __init__(self, values: dict):
+        self.values = values
+
+    def visit_Num(self, expr):
         return expr.value
-    if isinstance(expr, m.NoneValue):
-        return np.nan
-    if isinstance(expr, CellRef):
-        value = values[expr.key]
+
+    visit_Bool = visit_Str = visit_Num
+
+    def visit_NoneValue(self, expr):
+        return _numpy().nan
+
+    def visit_CellRef(self, expr):
+        value = self.values[expr.key]
         return _floats(value) if value is None or type(value).__name__ == "_NotApplicable" else value
-    if isinstance(expr, m.Unary):
-        inner = vector_value(expr.operand, values)
+
+    def visit_Name(self, expr):
+        raise TypeError(f"`{expr.dotted}` was never resolved")
+
+    def visit_Unary(self, expr):
+        inner = self.visit(expr.operand)
         if expr.op == "not":
-            return (not inner) if _scalar(inner) else np.logical_not(inner)
+            return (not inner) if _scalar(inner) else _numpy().logical_not(inner)
         return -inner
-    if isinstance(expr, m.If):
-        cond = vector_value(expr.cond, values)
+
+    def visit_If(self, expr):
+        cond = self.visit(expr.cond)
         if _scalar(cond):
-            return vector_value(expr.then if cond else expr.otherwise, values)
-        then, otherwise = _floats(vector_value(expr.then, values)), _floats(vector_value(expr.otherwise, values))
+            return self.visit(expr.then if cond else expr.otherwise)
+        np = _numpy()
+        then, otherwise = _floats(self.visit(expr.then)), _floats(self.visit(expr.otherwise))
         if _is_text(then) or _is_text(otherwise):  # a text that varies: kept as objects, compared with `==`
             return np.where(cond, np.asarray(then, dtype=object), np.asarray(otherwise, dtype=object))
         return np.where(cond, then, otherwise)
-    if isinstance(expr, m.Call):
-        return _vector_call(expr.func, [vector_value(a, values) for a in expr.args])
-    if isinstance(expr, m.Binary):
-        left, right = vector_value(expr.left, values), vector_value(expr.right, values)
+
+    def visit_Call(self, expr):
+        args = [self.visit(a) for a in expr.args]
+        function = FUNCTIONS[expr.func]
+        if _exact(*args):
+            return function.exact(args)
+        if function.text:  # text: only where nothing it reads varies (sweeps report numbers)
+            return _numpy().nan
+        return function.numpy([_floats(a) for a in args])
+
+    def visit_Binary(self, expr):
+        left, right = self.visit(expr.left), self.visit(expr.right)
         if expr.op == "&":  # text: only where nothing it joins varies (sweeps report numbers)
-            return text_of(left) + text_of(right) if _scalar(left) and _scalar(right) else np.nan
+            return text_of(left) + text_of(right) if _scalar(left) and _scalar(right) else _numpy().nan
         return _vector_binary(expr.op, left, right)
-    raise TypeError(f"cannot evaluate {expr!r}")
+
+
+def vector_value(expr, values: dict):
+    """The value of a resolved expression over arrays (see `VectorEvaluator`)."""
+    return VectorEvaluator(values).visit(expr)
+
+
+def _numpy():
+    import numpy
+
+    return numpy
 
 
 def _is_text(value) -> bool:
@@ -271,39 +301,6 @@ def _is_text(value) -> bool:
 
 def _exact(*values) -> bool:
     return all(_scalar(v) and v is not None and not (isinstance(v, float) and math.isnan(v)) for v in values)
-
-
-def _vector_call(func: str, args: list):
-    import numpy as np
-
-    if _exact(*args):
-        return FUNCTIONS[func].exact(args)
-    if FUNCTIONS[func].text:  # text: only where nothing it reads varies (sweeps report numbers)
-        return np.nan
-    args = [_floats(a) for a in args]
-    if func == "min":
-        return functools.reduce(np.minimum, args)
-    if func == "max":
-        return functools.reduce(np.maximum, args)
-    if func == "abs":
-        return np.abs(args[0])
-    return _round(args[0], np.floor if func == "floor" else np.ceil)
-
-
-SNAP = 8 * 2.0**-52  # relative distance under which a float is taken for the integer next to it
-
-
-def _round(x, direction):
-    """floor or ceil of floats that stand for exact values.
-
-    hazard: `floor(0.3 / 0.1 * 10)` is 29 in floats; a value within a few
-    ULPs of an integer is that integer in exact arithmetic (as `eval` computes
-    it), so it is snapped there before rounding.
-    """
-    import numpy as np
-
-    nearest = np.rint(x)
-    return np.where(np.abs(x - nearest) <= SNAP * np.abs(x), nearest, direction(x))
 
 
 _OPS = {  # op -> (exact Python, NumPy ufunc name)

@@ -16,6 +16,7 @@ from . import model as m
 from .errors import SolveError
 from .functions import FUNCTIONS
 from .program import CellRef, Key, Program, decided_text, static_text
+from .visitor import ExprVisitor
 
 
 class TooLarge(SolveError):
@@ -32,49 +33,77 @@ def to_rational(value):
 _RELATIONS = {"<": sp.Lt, "<=": sp.Le, ">": sp.Gt, ">=": sp.Ge, "==": sp.Eq, "!=": sp.Ne}
 
 
-def convert(expr, ref: Callable[[CellRef], sp.Basic], text: Callable = lambda e: None) -> sp.Basic:
+class Converter(ExprVisitor):
     """A resolved kvspec expression as SymPy; `ref` maps each CellRef to SymPy.
 
     SymPy holds no text: a comparison of texts (`engine == "vllm"`) is decided
     here by `text`, which gives the fixed text of an operand, or None.
     """
-    if isinstance(expr, m.Binary) and expr.op in ("==", "!=") and (text(expr.left) is not None or text(expr.right) is not None):
-        left, right = text(expr.left), text(expr.right)
-        if left is None or right is None:
-            raise SolveError(f"`{expr_source(expr)}` compares a text that is not fixed: it cannot be solved or written symbolically",
-                             expr.span)
-        return sp.true if (left == right) == (expr.op == "==") else sp.false
-    if isinstance(expr, m.Num):
+
+    def __init__(self, ref: Callable[[CellRef], sp.Basic], text: Callable = lambda e: None):
+        self.ref = ref
+        self.text = text
+
+    def visit_Num(self, expr):
         return to_rational(expr.value)
-    if isinstance(expr, m.Bool):
+
+    def visit_Bool(self, expr):
         return sp.true if expr.value else sp.false
-    if isinstance(expr, m.NoneValue):
+
+    def visit_NoneValue(self, expr):
         return sp.nan
-    if isinstance(expr, CellRef):
-        return ref(expr)
-    if isinstance(expr, m.Unary):
-        inner = convert(expr.operand, ref, text)
-        return sp.Not(inner) if expr.op == "not" else -inner
-    if isinstance(expr, m.If):
-        cond = convert(expr.cond, ref, text)
-        if cond in (sp.true, sp.false):  # decided here (a text comparison): only the branch taken
-            return convert(expr.then if cond == sp.true else expr.otherwise, ref, text)
-        return sp.Piecewise((convert(expr.then, ref, text), cond), (convert(expr.otherwise, ref, text), True))
-    if isinstance(expr, m.Call) and not FUNCTIONS[expr.func].text:
-        return FUNCTIONS[expr.func].sympy_form()(*[convert(a, ref, text) for a in expr.args])
-    if isinstance(expr, (m.Str, m.Call)) or (isinstance(expr, m.Binary) and expr.op == "&"):
+
+    def visit_CellRef(self, expr):
+        return self.ref(expr)
+
+    def visit_Str(self, expr):
         raise SolveError(f"`{expr_source(expr)}` is text: it has no symbolic form", expr.span)
-    if isinstance(expr, m.Binary):
-        a, b = convert(expr.left, ref, text), convert(expr.right, ref, text)
+
+    def visit_Name(self, expr):
+        raise TypeError(f"`{expr.dotted}` was never resolved")
+
+    def visit_Unary(self, expr):
+        inner = self.visit(expr.operand)
+        return sp.Not(inner) if expr.op == "not" else -inner
+
+    def visit_If(self, expr):
+        cond = self.visit(expr.cond)
+        if cond in (sp.true, sp.false):  # decided here (a text comparison): only the branch taken
+            return self.visit(expr.then if cond == sp.true else expr.otherwise)
+        return sp.Piecewise((self.visit(expr.then), cond), (self.visit(expr.otherwise), True))
+
+    def visit_Call(self, expr):
+        if FUNCTIONS[expr.func].text:
+            raise SolveError(f"`{expr_source(expr)}` is text: it has no symbolic form", expr.span)
+        return FUNCTIONS[expr.func].sympy([self.visit(a) for a in expr.args])
+
+    def visit_Binary(self, expr):
         op = expr.op
+        if op in ("==", "!=") and (self.text(expr.left) is not None or self.text(expr.right) is not None):
+            left, right = self.text(expr.left), self.text(expr.right)
+            if left is None or right is None:
+                raise SolveError(f"`{expr_source(expr)}` compares a text that is not fixed: it cannot be solved or "
+                                 "written symbolically", expr.span)
+            return sp.true if (left == right) == (op == "==") else sp.false
+        if op == "&":
+            raise SolveError(f"`{expr_source(expr)}` is text: it has no symbolic form", expr.span)
+        a, b = self.visit(expr.left), self.visit(expr.right)
         if op == "and":
             return sp.And(a, b)
         if op == "or":
             return sp.Or(a, b)
         if op in _RELATIONS:
             return _RELATIONS[op](a, b)
-        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b, "^": lambda: a**b}[op]()
-    raise TypeError(f"cannot convert {expr!r}")
+        return _ARITHMETIC[op](a, b)
+
+
+_ARITHMETIC = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b, "/": lambda a, b: a / b,
+               "^": lambda a, b: a**b}
+
+
+def convert(expr, ref: Callable[[CellRef], sp.Basic], text: Callable = lambda e: None) -> sp.Basic:
+    """A resolved kvspec expression as SymPy (see `Converter`)."""
+    return Converter(ref, text).visit(expr)
 
 
 def symbol_for(key: Key) -> sp.Symbol:

@@ -9,7 +9,7 @@ from lark import Token, Transformer, Tree, v_args
 from lark.exceptions import VisitError
 
 from . import model as m
-from .errors import InvalidValueError, KvdslError, Span, UnknownNameError, did_you_mean, raise_all, split_lines
+from .errors import DuplicateError, InvalidValueError, KvdslError, Span, UnknownNameError, did_you_mean, raise_all, split_lines
 from .units import DECLARED_DIMS, NUMBER, SUFFIXES, TOKENS, parse_unit
 
 MAX_EXPONENT = 30  # |value| below 10^30: more than any byte count of any cluster
@@ -93,6 +93,19 @@ class SpecTransformer(Transformer):
         return m.SpecFile(self.path, tuple(items))
 
     @v_args(meta=True)
+    def fn_def(self, meta, children):
+        name, *params, body = children
+        span = self._span(meta)
+        seen = {}
+        for tok in params:
+            if str(tok) in seen:
+                self.errors.append(DuplicateError(f"`{name}` has two parameters named `{tok}`", self._tspan(tok)))
+            seen[str(tok)] = tok
+        calls, _ = _scan(body)
+        return m.FnDef(str(name), tuple(str(p) for p in params), body, span, self._tspan(name),
+                       tuple(self._tspan(p) for p in params), source=self._text(span), doc=self._doc(span), calls=calls)
+
+    @v_args(meta=True)
     def import_stmt(self, meta, children):
         return m.Import(_unquote(children[0]), self._span(meta))
 
@@ -143,13 +156,48 @@ class SpecTransformer(Transformer):
         name, name_span = children[0]
         span = self._span(meta)
         label, description = self._label(span)
+        expr = kw.get("expr")
+        if expr is not None:
+            kw["calls"], kw["surface"] = _scan(expr)
         return m.Cell(name, form, span, name_span, source=self._text(span), new=new, doc=self._doc(span),
                       label=label, description=description, **kw)
 
     def cell_name(self, children):
         first, last = children[0], children[-1]
-        span = Span(self.path, first.line, first.column, last.end_line, last.end_column)
-        return ".".join(str(c) for c in children), span
+        parts = [str(c) for c in children if c.type == "NAME"]
+        name = ".".join(parts)
+        end_column = last.end_column
+        if last.type == "NUMBER":  # `stage_start[3] = ...`: one member of a family
+            digits = str(last)
+            if not digits.isdigit():
+                self.errors.append(InvalidValueError(
+                    f"a member of a family is numbered with a whole number, not `{digits}`", self._tspan(last)))
+                digits = "0"
+            name, end_column = m.member_name(name, int(digits)), end_column + 1
+        span = Span(self.path, first.line, first.column, last.end_line, end_column)
+        return name, span
+
+    def family_name(self, children):
+        *names, var, bounds = children
+        first = names[0]
+        span = Span(self.path, first.line, first.column, names[-1].end_line, names[-1].end_column)
+        low, high = bounds
+        family = m.Family(str(var), low, high, Span(self.path, low.span.line, low.span.column, high.span.end_line,
+                                                   high.span.end_column), self._tspan(var))
+        return ".".join(str(n) for n in names), span, family
+
+    def range(self, children):
+        return tuple(children)
+
+    @v_args(meta=True)
+    def family(self, meta, children):
+        new = isinstance(children[0], Token) and children[0].type == "LET"
+        name, name_span, family = children[1 if new else 0]
+        expr = children[-1]
+        head = [children[0]] if new else []
+        if isinstance(expr, m.Str):
+            return self._cell(meta, head + [(name, name_span)], "text", text=expr.value, expr=expr, family=family)
+        return self._cell(meta, head + [(name, name_span)], "rule", expr=expr, family=family)
 
     def _doc(self, span: Span) -> str:
         """The comment beside a cell, else the comment lines right above it."""
@@ -197,7 +245,8 @@ class SpecTransformer(Transformer):
     def require(self, meta, children):
         span = self._span(meta)
         name = f"{m.REQUIRE} {span.path}:{span.line}:{span.column}"
-        return m.Cell(name, "require", span, span, expr=children[0], source=self._text(span))
+        calls, surface = _scan(children[0])
+        return m.Cell(name, "require", span, span, expr=children[0], source=self._text(span), calls=calls, surface=surface)
 
     @v_args(meta=True)
     def declare(self, meta, children):
@@ -274,12 +323,19 @@ class SpecTransformer(Transformer):
 
     @v_args(meta=True)
     def name(self, meta, children):
-        return m.Name(tuple(str(c) for c in children), self._span(meta))
+        index = children[-1] if not isinstance(children[-1], Token) else None
+        parts = tuple(str(c) for c in children if isinstance(c, Token))
+        return m.Name(parts, self._span(meta), index)
 
     @v_args(meta=True)
     def call(self, meta, children):
         func, *args = children
         return m.Call(str(func), tuple(args), self._span(meta), self._tspan(func))
+
+    @v_args(meta=True)
+    def for_argument(self, meta, children):
+        var, (low, high), body = children
+        return m.For(str(var), low, high, body, self._span(meta), self._tspan(var))
 
     @v_args(meta=True)
     def ifelse(self, meta, children):
@@ -313,6 +369,24 @@ class SpecTransformer(Transformer):
     @v_args(meta=True)
     def not_op(self, meta, children):
         return m.Unary("not", children[0], self._span(meta))
+
+
+def _scan(expr) -> tuple:
+    """(the functions an expression calls, whether it has a `for` or an indexed name)."""
+    calls, surface, stack = set(), False, [expr]
+    while stack:
+        node = stack.pop()
+        cls = node.__class__
+        if cls is m.Call:
+            calls.add(node.func)
+        elif cls is m.For:
+            surface = True
+        elif cls is m.Name and node.index is not None:
+            surface = True
+            stack.append(node.index)
+        if node._fields:
+            stack.extend(node.children())
+    return frozenset(calls), surface
 
 
 BALANCE_AT = 32  # chains of more terms are rebuilt as balanced trees

@@ -149,11 +149,11 @@ def tracked() -> list:
 
 
 def arguments(command: str, cwd: Path) -> list:
-    """The command's words after `kvdsl`, with globs expanded as a shell would."""
-    words = shlex.split(command)
+    """The command's words after `kvdsl`, with globs expanded as a shell would (a quoted word is not)."""
     out = []
-    for word in words[1:]:
-        if any(c in word for c in "*?[") and not word.startswith("-"):
+    for raw in shlex.split(command, posix=False)[1:]:
+        word = shlex.split(raw)[0] if raw.strip("'\"") else ""
+        if any(c in word for c in "*?[") and not word.startswith("-") and raw[:1] not in "'\"":
             hits = sorted(str(p.relative_to(cwd)) for p in cwd.glob(word))
             assert hits, f"`{word}` matches no file in a clone"
             out.extend(hits)

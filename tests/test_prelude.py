@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import re
 from collections import defaultdict
-from fractions import Fraction
-
-import pytest
 
 from kvdsl import model as m
-from kvdsl.functions import FUNCTIONS
 from kvdsl.loader import prelude_files
 from kvdsl.parser import lark_parser, parse_file
 from kvdsl.units import DECLARED_DIMS, unit_names
@@ -84,22 +80,6 @@ def test_the_grammar_and_units_py_know_the_same_units():
     singles = {w for w in words if "/" not in w}
     assert singles == set(unit_names())
     assert {w.partition("/")[2] for w in words if "/" in w} <= set(unit_names())
-
-
-@pytest.mark.parametrize("name", sorted(FUNCTIONS))
-def test_each_function_has_every_form(name):
-    import sympy
-
-    function = FUNCTIONS[name]
-    if function.text:  # a number as text: `fixed(-3.5, 1)` is "-3.5", Excel's FIXED(-3.5, 1)
-        assert function.exact([Fraction(-7, 2), Fraction(1)]) == "-3.5"
-        assert function.excel(["A1", "1"]) == "FIXED(A1, 1)"
-        return
-    args = [Fraction(-7, 2)] * function.min_args
-    exact = function.exact(args)
-    symbolic = function.sympy_form()(*[sympy.Rational(a.numerator, a.denominator) for a in args])
-    assert Fraction(str(symbolic)) == exact
-    assert function.excel(["A1"] * function.min_args)
 
 
 def test_declared_dimensions_have_units():

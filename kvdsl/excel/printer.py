@@ -23,13 +23,12 @@ import re
 from decimal import Decimal
 from typing import Optional
 
-from sympy import Basic, Integer, Or, Pow, Rational, S, ceiling, piecewise_fold, sympify
+from sympy import Basic, Integer, Or, Pow, Rational, S, piecewise_fold, sympify
 from sympy.printing.codeprinter import CodePrinter
 
-from kvdsl import model as m
 from kvdsl.errors import ExportError
-from kvdsl.functions import FUNCTIONS
-from kvdsl.program import CellRef
+from kvdsl.functions import CALL, COMPARISON, FUNCTIONS, NEGATIVE, by_sympy_head
+from kvdsl.visitor import ExprVisitor
 
 # Excel precedence, loosest first.  NEG is any text that starts with a unary
 # minus: Excel applies that minus before everything else, so such text is
@@ -41,11 +40,6 @@ MAX_DIGITS = 15  # Excel keeps this many significant digits of a literal
 MAX_FORMULA_CHARS = 8192
 MAX_FUNCTION_NESTING = 64
 MAX_TEXT_LITERAL = 255
-
-known_functions = {
-    "Abs": "ABS",
-    "floor": "INT",  # INT rounds toward minus infinity, like floor
-}
 
 _RELATIONAL_OPS = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _SIMPLE_NAME = re.compile(r"[A-Za-z0-9_.$!\\]+")
@@ -85,7 +79,8 @@ class ExcelPrinter(CodePrinter):
 
     def __init__(self, settings=None):
         super().__init__(settings or {})
-        self.known_functions = dict(known_functions)
+        self.known_functions = {}  # every function is printed from kvdsl.functions, by `_print_Function`
+        self.functions = by_sympy_head()
 
     # -- entry points -------------------------------------------------------
 
@@ -131,8 +126,11 @@ class ExcelPrinter(CodePrinter):
             return self._number(expr)[1]
         if expr.is_Add:
             return ADD
-        if _has_minus(expr) or isinstance(expr, ceiling):
+        if _has_minus(expr):
             return NEG
+        function = self.functions.get(type(expr).__name__)
+        if function is not None:
+            return {CALL: ATOM, NEGATIVE: NEG, COMPARISON: CMP}[function.excel_binds]
         if expr.is_Mul:
             return MUL
         if expr.is_Pow:
@@ -252,17 +250,21 @@ class ExcelPrinter(CodePrinter):
     # -- functions ------------------------------------------------------------
 
     def _print_Function(self, expr):
-        return super()._print_Function(expr)
+        """A function of kvdsl.functions, in the Excel form it states there.
 
-    def _print_ceiling(self, expr):
-        # -INT(-x) equals ceiling(x) for every sign; CEILING has sign quirks.
-        return f"-INT({self._print(-expr.args[0])})"
+        Other functions SymPy makes while solving (`Mod`) are rewritten by
+        CodePrinter into ones that have a form (`x - y*floor(x/y)`), or refused.
+        """
+        function = self.functions.get(type(expr).__name__)
+        if function is None:
+            return super()._print_Function(expr)
+        args = _flatten(expr) if function.variadic else expr.args
+        return function.excel([self._print(a) for a in args])
 
-    def _print_Min(self, expr):
-        return self._call("MIN", _flatten(expr))
+    _print_Min = _print_Max = _print_Function
 
-    def _print_Max(self, expr):
-        return self._call("MAX", _flatten(expr))
+    def _can_print(self, name):
+        return name in self.functions or super()._can_print(name)
 
     def _print_Piecewise(self, expr):
         pairs = _total_pairs(expr)
@@ -399,10 +401,14 @@ _NESTING_CHARS = re.compile(r"[()'\"]")
 
 _R_CMP, _R_CONCAT, _R_ADD, _R_MUL, _R_POW, _R_ATOM = range(6)
 _R_NEG = -1  # text that starts with a unary minus
+_RULE_BINDS = {CALL: _R_ATOM, NEGATIVE: _R_NEG, COMPARISON: _R_CMP}  # how a function's Excel form binds
 
 
-class RulePrinter:
-    """Prints a resolved kvspec expression as Excel formula text; `name` gives each CellRef's text."""
+class RulePrinter(ExprVisitor):
+    """Prints a resolved kvspec expression as Excel formula text; `name` gives each CellRef's text.
+
+    Each method gives the text and how it binds (`_R_ATOM`, `_R_NEG`, ...).
+    """
 
     _numbers = None  # one ExcelPrinter for the numbers of every rule
     _number_texts: dict = {}  # Fraction -> (text, precedence), shared by every RulePrinter
@@ -411,7 +417,7 @@ class RulePrinter:
         self.name = name
 
     def doprint(self, expr) -> str:
-        text = self._print(expr)[0]
+        text = self.visit(expr)[0]
         _check_limits(text)
         return text
 
@@ -425,44 +431,50 @@ class RulePrinter:
             self._number_texts[value] = printed
         return printed
 
-    def _print(self, expr) -> tuple[str, int]:
-        cls = expr.__class__
-        if cls is CellRef:
-            text = str(self.name(expr))
-            return (text if _SIMPLE_NAME.fullmatch(text) or text.endswith(")") else f"({text})"), _R_ATOM
-        if cls is m.Binary:
-            return self._binary(expr)
-        if cls is m.Num:
-            return self._number(expr.value)
-        if cls is m.Bool:
-            return ("TRUE" if expr.value else "FALSE"), _R_ATOM
-        if cls is m.NoneValue:
-            return "NA()", _R_ATOM
-        if cls is m.Str:
-            return excel_text_literal(expr.value), _R_ATOM
-        if isinstance(expr, m.Unary):
-            if expr.op == "not":
-                return f"NOT({self._print(expr.operand)[0]})", _R_ATOM
-            return "-" + self._operand(expr.operand, lambda p: p < _R_ATOM), _R_NEG
-        if isinstance(expr, m.If):
-            parts = [self._print(x)[0] for x in (expr.cond, expr.then, expr.otherwise)]
-            return f"IF({', '.join(parts)})", _R_ATOM
-        if isinstance(expr, m.Call):
-            function = FUNCTIONS[expr.func]
-            text = function.excel([self._print(a)[0] for a in expr.args])
-            return text, (_R_NEG if function.excel_negative else _R_ATOM)
-        if isinstance(expr, m.Binary):
-            return self._binary(expr)
+    def visit_CellRef(self, expr):
+        text = str(self.name(expr))
+        return (text if _SIMPLE_NAME.fullmatch(text) or text.endswith(")") else f"({text})"), _R_ATOM
+
+    def visit_Num(self, expr):
+        return self._number(expr.value)
+
+    def visit_Bool(self, expr):
+        return ("TRUE" if expr.value else "FALSE"), _R_ATOM
+
+    def visit_NoneValue(self, expr):
+        return "NA()", _R_ATOM
+
+    def visit_Str(self, expr):
+        return excel_text_literal(expr.value), _R_ATOM
+
+    def visit_Name(self, expr):
+        raise ExportError(f"cannot write `{expr.dotted}` as an Excel formula: it was never resolved")
+
+    def visit_Unary(self, expr):
+        if expr.op == "not":
+            return f"NOT({self.visit(expr.operand)[0]})", _R_ATOM
+        return "-" + self._operand(expr.operand, lambda p: p < _R_ATOM), _R_NEG
+
+    def visit_If(self, expr):
+        parts = [self.visit(x)[0] for x in (expr.cond, expr.then, expr.otherwise)]
+        return f"IF({', '.join(parts)})", _R_ATOM
+
+    def visit_Call(self, expr):
+        function = FUNCTIONS[expr.func]
+        text = function.excel([self.visit(a)[0] for a in expr.args])
+        return text, _RULE_BINDS[function.excel_binds]
+
+    def visit_unknown(self, expr, *args):
         raise ExportError(f"cannot write `{expr}` as an Excel formula")
 
     def _operand(self, expr, needs) -> str:
-        text, prec = self._print(expr)
+        text, prec = self.visit(expr)
         return f"({text})" if prec == _R_NEG or needs(prec) else text
 
-    def _binary(self, expr) -> tuple[str, int]:
+    def visit_Binary(self, expr) -> tuple[str, int]:
         op = expr.op
         if op in ("and", "or"):
-            return f"{op.upper()}({self._print(expr.left)[0]}, {self._print(expr.right)[0]})", _R_ATOM
+            return f"{op.upper()}({self.visit(expr.left)[0]}, {self.visit(expr.right)[0]})", _R_ATOM
         if op in _RELATIONAL_OPS:
             left = self._operand(expr.left, lambda p: p <= _R_CMP)
             right = self._operand(expr.right, lambda p: p <= _R_CMP)

@@ -2,7 +2,7 @@
 
 A requirement is split at `and`; each part that compares the cell with a
 number (`gpus >= 1`, `utilization <= 1`) gives a bound, and
-`floor(x) == x` makes it a whole number.  Parts that join two cells
+`whole(x)` makes it a whole number.  Parts that join two cells
 (`kv_heads <= heads`) or use `or` give no bound: Excel checks one cell.
 """
 
@@ -66,7 +66,10 @@ def _block_bounds(program, block: str) -> dict:
 
 
 def _refs(part) -> list:
-    """The cells a comparison could bound: a side that is a cell, or floor's argument."""
+    """The cells a condition could bound: a side of a comparison that is a cell, or the cell `whole` tests."""
+    whole = _whole_of(part)
+    if whole is not None:
+        return [whole]
     if not isinstance(part, m.Binary):
         return []
     sides = [part.left, part.right]
@@ -87,14 +90,24 @@ def _is(node, key) -> bool:
     return isinstance(node, CellRef) and node.key == key and not node.via
 
 
+def _whole_of(part):
+    """The cell that `whole(cell)` (or `floor(cell) == cell`, as a spec may spell it) tests, or None."""
+    if isinstance(part, m.Call) and part.func == "whole" and len(part.args) == 1 and isinstance(part.args[0], CellRef):
+        return part.args[0]
+    if (isinstance(part, m.Binary) and part.op == "==" and isinstance(part.left, m.Call) and part.left.func == "floor"
+            and len(part.left.args) == 1 and isinstance(part.right, CellRef) and _is(part.left.args[0], part.right.key)):
+        return part.right
+    return None
+
+
 def _apply(part, key, found: Bounds) -> bool:
+    whole = _whole_of(part)
+    if whole is not None:
+        found.whole = found.whole or _is(whole, key)
+        return _is(whole, key)
     if not isinstance(part, m.Binary):
         return False
     left, right, op = part.left, part.right, part.op
-    if op == "==" and ((isinstance(left, m.Call) and left.func == "floor" and len(left.args) == 1
-                        and _is(left.args[0], key) and _is(right, key))):
-        found.whole = True
-        return True
     if op not in _FLIP:
         return False
     if isinstance(left, m.Num) and _is(right, key):

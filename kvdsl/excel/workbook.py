@@ -81,9 +81,13 @@ _A1 = re.compile(r"^([A-Za-z]{1,3})(\d+)$")
 _R1C1 = re.compile(r"^[Rr]\d*([Cc]\d*)?$|^[Cc]\d*$")
 
 
+_MEMBER = re.compile(r"\[(\d+)\]")
+
+
 @functools.lru_cache(maxsize=None)
 def excel_name(name: str) -> str:
     """A defined name Excel accepts for `name` (see the module docstring)."""
+    name = _MEMBER.sub(r".\1", name)  # `stage_start[3]` -> `stage_start.3`: no kvspec name part starts with a digit
     head = name.split(".", 1)[0]
     match = _A1.match(head)
     if match:
@@ -278,7 +282,7 @@ class WorkbookWriter:
         return excel_name(f"{key[0]}.{key[1]}")
 
     def column_name(self, kind: str, cell: str) -> str:
-        return f"{COLUMN_SETS[kind]}.{cell}"
+        return excel_name(f"{COLUMN_SETS[kind]}.{cell}")
 
     def lookup(self, key: Key, via: tuple) -> str:
         """Text reading `key` through the reference cells `via` (live lookups)."""

@@ -21,7 +21,9 @@ NUMBERS = ["0", "-0", "1", "-1", "0.0", "1e-300", "1e-999", "1e308", "1e309", "1
            "1e3 GiB", "0 GiB", "1 KiB", "1e40 tokens", "? ", "-1e99999"]
 TOKENS = ["{", "}", "(", ")", "=", "==", "?", ",", ";", ".", "+", "-", "*", "/", "**", "%", "if", "else",
           "let", "import", "model", "deployment", "hardware", "engine", "defaults", "fits", "max", "min",
-          "ceil", "floor", "and", "or", "not", "true", "false", "\"", "#", "GiB", "tokens", "fp8", "\\"]
+          "ceil", "floor", "and", "or", "not", "true", "false", "\"", "#", "GiB", "tokens", "fp8", "\\",
+          "fn", "for", "in", "..", "[", "]", ":", "whole", "[s in 1..3]", "[2]", "[s - 1]", "for s in 1..4:",
+          "fn f(x) = x\n", "counted_stages()"]
 JUNK_SETS = ["heads=512 MiB", "context=1e99999999999999999999", "batch=?", "x=", "=3", "a.b.c=1",
              "context=32k", "batch=-1", "batch=0", "gpus=0", "utilization=2", "utilization=0",
              "kv_dtype=FP8", "kv_dtype=nope", "model=l4", "hardware=fp8", "context=" + "9" * 5000,
@@ -120,6 +122,62 @@ def collide_names(rng: random.Random, text: str) -> str:
         line_end = text.find("\n", cell.end())
         return text[:line_end] + f"\n    let {twin} = {name} * 2" + text[line_end:]
     return text + "\nlet Llama = 1\nlet llama = 2\n"
+
+
+# --------------------------------------------------------------------------- functions, families, for
+
+PARAMS = ["a", "b", "c", "x", "s", "layers", "min", "fn"]
+BOUNDS = ["1", "2", "3", "8", "0", "-1", "1000", "5000", "layers", "2 * 2", "1.5", "1 GiB", "f()", "k()", "s", "3 / 2"]
+
+
+def _bound(rng: random.Random) -> str:
+    return rng.choice(BOUNDS)
+
+
+def _expression(rng: random.Random, names: list, depth: int = 0) -> str:
+    """A random expression over `names`, with calls, families' members and `for`."""
+    choice = rng.random()
+    if depth > 3 or choice < 0.25:
+        return rng.choice(names + ["1", "2 tokens", "0", "1 GiB", "true", '"t"'])
+    if choice < 0.45:
+        op = rng.choice(["+", "-", "*", "/", "^", "==", "<", "and", "&"])
+        return f"{_expression(rng, names, depth + 1)} {op} {_expression(rng, names, depth + 1)}"
+    if choice < 0.55:
+        return f"if {_expression(rng, names, depth + 1)} then {_expression(rng, names, depth + 1)} else {_expression(rng, names, depth + 1)}"
+    if choice < 0.70:
+        func = rng.choice(["max", "min", "floor", "whole", "abs", "f", "g", "h", "nope", "ceil"])
+        args = [_expression(rng, names, depth + 1) for _ in range(rng.choice([0, 1, 1, 2, 3]))]
+        if rng.random() < 0.4:
+            v = rng.choice(["s", "t", "layers", "f"])
+            args.append(f"for {v} in {_bound(rng)}..{_bound(rng)}: {_expression(rng, names + [v], depth + 1)}")
+        return f"{func}({', '.join(args)})"
+    if choice < 0.85:
+        family = rng.choice(["sq", "tot", "nope", "layers"])
+        return f"{family}[{rng.choice(['s', 's - 1', 's + 1', '1', '0', '9', 'layers', '2 / 3', _expression(rng, names, depth + 1)])}]"
+    return f"({_expression(rng, names, depth + 1)})"
+
+
+def repetition_spec(rng: random.Random) -> str:
+    """A model with random functions, families and `for`: valid often, broken often."""
+    lines = []
+    for name in rng.sample(["f", "g", "h", "k", "max", "f"], rng.randint(0, 4)):
+        params = rng.sample(PARAMS, rng.randint(0, 3))
+        if rng.random() < 0.1 and params:
+            params.append(params[0])
+        body = _expression(rng, params or ["1"])
+        lines.append(f"fn {name}({', '.join(params)}) = {body}")
+    lines.append('model m "M" {\n    layers = 8\n    heads = 4\n    head_dim = 8\n    params = 1e9')
+    for family in rng.sample(["sq", "tot", "sq"], rng.randint(0, 3)):
+        var = rng.choice(["s", "s", "t", "layers"])
+        lines.append(f"    let {family}[{var} in {_bound(rng)}..{_bound(rng)}] = {_expression(rng, [var, 'layers', 'heads'])}")
+    for i in range(rng.randint(1, 4)):
+        lines.append(f"    let x{i} = {_expression(rng, ['layers', 'heads', 'head_dim'])}")
+    if rng.random() < 0.3:
+        lines.append(f"    sq[{rng.choice(['1', '2', '9', '1.5'])}] = {rng.choice(['1', 'layers', 'sq[1]'])}")
+    if rng.random() < 0.2:
+        lines.append(f"    require {_expression(rng, ['layers', 'heads'])}")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------- configs

@@ -28,8 +28,8 @@ from click.testing import CliRunner
 from . import mutators as m
 
 ROOT = Path(__file__).resolve().parents[2]
-CATEGORIES = ("spec", "set", "args", "config", "odd_file", "collide")
-WEIGHTS = (45, 12, 10, 20, 5, 8)
+CATEGORIES = ("spec", "set", "args", "config", "odd_file", "collide", "repetition")
+WEIGHTS = (45, 12, 10, 20, 5, 8, 12)
 POSITION = re.compile(r"^(.+?):(\d+):(\d+): (?:error|warning): ")
 CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # shown as U+FFFD when a file holds binary data
 SHOWN = 160  # characters of a source line an error shows (kvdsl.errors.MAX_SHOWN)
@@ -152,6 +152,15 @@ def make_case(ws: Workspace, index: int, seed: int):
                                 ["--set", rng.choice(m.JUNK_SETS)], ["--vary", "batch=1:2"], ["--nope"]])
             what = f"junk arguments on {original.relative_to(ws.root)}"
         return category, what, {target: m.dumps_text(text)}, args, None
+    if category == "repetition":
+        target = out / "repetition.kvspec"
+        members = ["sq[1]", "sq[2]", "tot[3]", "x0", "x1"]
+        args = rng.choice([["check", str(target)], ["eval", str(target), "--json"], ["eval", str(target)],
+                           ["explain", str(target), rng.choice(members)], ["fmt", "--check", str(target)],
+                           ["fmt", "--diff", str(target)], ["export", str(target), "-o", str(out / "w.xlsx")],
+                           ["eval", str(target), "--cells", rng.choice(members), "--set", f"{rng.choice(members)}=3"],
+                           ["sweep", str(target), "--vary", rng.choice(["layers=1:4", "sq[1]=1:3"])]])
+        return category, "functions, families and for", {target: m.dumps_text(m.repetition_spec(rng))}, args, None
     if category == "config":
         original = rng.choice(ws.configs)
         text, edit = m.mutate_config(rng, None, ws.texts[original])
