@@ -9,7 +9,8 @@ are made of that differ too.  This module lays them out; it knows no formula.
 from __future__ import annotations
 
 from .display import bytes_text, json_number, plain_number
-from .explain import expr_text, taken_branches
+from .evaluate import taken_branches
+from .exprtext import expr_text
 from .program import Form, Program, walk_refs
 
 FIGURES = ("kv_bytes_per_token_per_gpu", "kv_cache_tokens", "num_blocks", "max_concurrency", "max_context")

@@ -174,7 +174,7 @@ def _in_range(value, rc):
 
 
 def _text(expr) -> str:
-    from .explain import expr_text
+    from .exprtext import expr_text
 
     return expr_text(expr, lambda ref: ref.text)
 
@@ -250,7 +250,7 @@ def broken_requirements(program: Program, values: dict, unchecked: frozenset = f
 def _culprit(program: Program, refs: list):
     """The cell to point at: a `--set` the condition depends on, else a user's line, else the first named."""
     from .errors import OPTION_PREFIX
-    from .graph import walk_refs
+    from .program import walk_refs
 
     seen, queue, user = set(refs), list(refs), None
     while queue:
@@ -269,8 +269,6 @@ def _culprit(program: Program, refs: list):
 
 def _why_false(program: Program, values: dict, key, depth: int = 0) -> list:
     """Why a condition cell is false: the values compared by the false conjuncts of the cells it reads."""
-    from .explain import taken_branches
-
     rc = program.cells[key]
     if depth > 4 or rc.form != "rule" or values.get(key) is not False:
         return []
@@ -279,7 +277,7 @@ def _why_false(program: Program, values: dict, key, depth: int = 0) -> list:
 
 def _false_parts(program: Program, values: dict, rc, expr, depth: int) -> list:
     from .display import format_value
-    from .graph import walk_refs
+    from .program import walk_refs
 
     if isinstance(expr, CellRef):
         return _why_false(program, values, expr.key, depth + 1)
@@ -302,7 +300,7 @@ def _holds(expr, values: dict):
 
 def _requirement_error(program: Program, values: dict, rc) -> EvaluationError:
     from .display import format_value
-    from .graph import walk_refs
+    from .program import walk_refs
 
     refs = list(dict.fromkeys(ref.key for ref in walk_refs(rc.expr)))
     culprit = _culprit(program, refs) or rc
@@ -313,3 +311,21 @@ def _requirement_error(program: Program, values: dict, rc) -> EvaluationError:
     shown += "".join(f"; {reason}" for reason in dict.fromkeys(reasons))
     return EvaluationError(f"{where} breaks `require {condition}`: {shown}", culprit.span,
                            hint=f"required at {rc.span.path}:{rc.span.line}")
+
+
+def taken_branches(expr, values: dict, held: list = None):
+    """`expr` with every `if` whose condition has a value reduced to the branch it takes.
+
+    The conditions that held (and chose a `then` branch) are appended to `held`.
+    """
+    if isinstance(expr, m.If):
+        try:
+            cond = evaluate_expr(expr.cond, values)
+        except Exception:  # a value that is not known: keep both branches
+            cond = None
+        if isinstance(cond, bool):
+            if cond and held is not None:
+                held.append(expr.cond)
+            return taken_branches(expr.then if cond else expr.otherwise, values, held)
+    children = expr.children()
+    return expr.replace([taken_branches(c, values, held) for c in children]) if children else expr

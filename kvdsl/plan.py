@@ -227,7 +227,7 @@ class _Planner:
         """Every candidate's values at once: NumPy arrays over the candidates."""
         import numpy as np
 
-        from .sweep import vector_value
+        from .vector import vector_value
 
         values = dict(self.base)
         values.update(columns)
@@ -429,7 +429,7 @@ class _BlockView:
 
 def _blocks(paths: list) -> list:
     """(name, kind, from the prelude) of every block the specs load, without resolving them."""
-    from .api import raise_workspace
+    from .build import raise_workspace
     from .loader import load
 
     workspace = load(paths)

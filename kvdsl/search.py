@@ -200,7 +200,7 @@ class VectorFeasibility:
     def values(self, xs) -> dict:
         import numpy as np
 
-        from .sweep import vector_value
+        from .vector import vector_value
 
         values = dict(self.feasible.base)
         values[self.feasible.target] = xs
@@ -356,7 +356,7 @@ def _direction(vector, values: dict, direction_cell, points, spans: list) -> str
     """
     import numpy as np
 
-    from .sweep import vector_value
+    from .vector import vector_value
 
     if direction_cell is not None and direction_cell in vector.order:
         trend = 0
@@ -406,7 +406,7 @@ def _nearest(feasible, vector, values: dict, xs, direction: str) -> Optional[int
     """The value where the most parts of the condition hold (of the integers tried one by one)."""
     import numpy as np
 
-    from .sweep import vector_value
+    from .vector import vector_value
 
     size = len(values[feasible.target])
     expr = feasible.program.cells[feasible.constraint].expr

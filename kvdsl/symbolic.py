@@ -117,7 +117,7 @@ def cell_expr(program: Program, key: Key) -> sp.Basic:
 
 
 def expr_source(expr) -> str:
-    from .explain import expr_text
+    from .exprtext import expr_text
 
     return expr_text(expr, lambda r: r.text)
 

@@ -21,10 +21,10 @@ from kvdsl.api import build_program, evaluate_paths, parse_setting
 from kvdsl.dims import DimensionRules
 from kvdsl.evaluate import Evaluator
 from kvdsl.excel.printer import ExcelPrinter, RulePrinter
-from kvdsl.explain import TextPrinter
+from kvdsl.exprtext import TextPrinter
 from kvdsl.functions import FUNCTIONS, Function, MixedDimensions
 from kvdsl.symbolic import Converter
-from kvdsl.sweep import VectorEvaluator
+from kvdsl.vector import VectorEvaluator
 from kvdsl.units import BOOL, BYTES, TOKENS
 from kvdsl.visitor import NODES, ExprVisitor, NameMapper, missing_nodes
 

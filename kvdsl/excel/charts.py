@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from math import ceil
 
+from .cells import WHAT_IF_CONTEXTS, column_letter, text_cell
+
 SERIES_PER_CHART = 5
 CHART_WIDTH_CM = 22.0
 CHART_HEIGHT_CM = 10.0
@@ -62,13 +64,12 @@ def what_if_sheet(writer, wb) -> None:
     from openpyxl.styles import Alignment, Font, PatternFill
     from openpyxl.worksheet.datavalidation import DataValidation
 
-    from .workbook import WHAT_IF_CONTEXTS, _text, column_letter
 
     ws = wb.create_sheet("What-if")
     ws.cell(1, 1, "context").font = Font(bold=True)
     deployments = writer.layout.blocks["deployment"]
     for j, name in enumerate(deployments, start=2):
-        title = _text(ws.cell(1, j), writer.program.blocks[name].title)
+        title = text_cell(ws.cell(1, j), writer.program.blocks[name].title)
         title.font = Font(bold=True)
         title.alignment = Alignment(wrap_text=True, vertical="top", horizontal="center")
         ws.column_dimensions[column_letter(j)].width = VALUE_WIDTH
@@ -86,7 +87,7 @@ def what_if_sheet(writer, wb) -> None:
         cell.fill = PatternFill("solid", fgColor=INPUT_FILL)
         contexts.add(cell.coordinate)
     for j, name in enumerate(deployments, start=2):
-        expr, expander, context = writer._max_batch_at_context(name)
+        expr, expander, context = max_batch_at_context(writer, name)
         formula = writer.expanded_formula(expr, expander, {context.name: CONTEXT_SLOT})
         for i in range(2, 2 + len(WHAT_IF_CONTEXTS)):
             ws.cell(i, j).value = formula.replace(CONTEXT_SLOT, f"$A{i}")
@@ -105,8 +106,6 @@ def what_if_sheet(writer, wb) -> None:
 def _what_if_charts(ws, deployments: int, contexts: int) -> None:
     """Line charts of the table in rows 1..1+contexts, columns 2..1+deployments."""
     from openpyxl.chart import Reference
-
-    from .workbook import column_letter
 
     last = 1 + contexts
     parts = groups(deployments)
@@ -137,8 +136,6 @@ def _what_if_charts(ws, deployments: int, contexts: int) -> None:
 
 def _column_after(ws, cm: float) -> int:
     """The first column starting at least `cm` to the right of column A's left edge."""
-    from .workbook import column_letter
-
     col, width = 1, 0.0
     while width < cm:
         set_width = ws.column_dimensions[column_letter(col)].width if column_letter(col) in ws.column_dimensions else None
@@ -212,8 +209,6 @@ def _absolute(reference) -> str:
     """`'Sheet'!$A$1` of a one-cell openpyxl Reference, or of a cell."""
     from openpyxl.utils import quote_sheetname
 
-    from .workbook import column_letter
-
     if hasattr(reference, "coordinate"):  # a cell
         return f"{quote_sheetname(reference.parent.title)}!${reference.column_letter}${reference.row}"
     return f"{quote_sheetname(reference.worksheet.title)}!${column_letter(reference.min_col)}${reference.min_row}"
@@ -225,4 +220,27 @@ def _show_axes(chart) -> None:
     chart.y_axis.delete = False
 
 
-__all__ = ["what_if_sheet", "memory_bar_chart", "line_chart", "groups", "SERIES_PER_CHART"]
+__all__ = ["what_if_sheet", "max_batch_at_context", "memory_bar_chart", "line_chart", "groups", "SERIES_PER_CHART"]
+
+
+def max_batch_at_context(writer, block: str):
+    """`max_batch` of `block` with `context` left free (0 past the model's context limit), as SymPy.
+
+    Returns the expression, the Expander that maps its symbols to cells, and the context symbol.
+    """
+    import sympy as sp
+
+    from ..search import depends_on
+    from ..symbolic import Expander
+
+    context = sp.Symbol("what_if_context", positive=True)
+    target = (block, "context")
+    affected = depends_on(writer.program, target)
+    expander = Expander(writer.program, stop=lambda key: key not in affected, rename={target: context})
+    max_batch = expander.expand((block, "max_batch"))
+    limit = sp.Symbol("what_if_limit")
+    model_ref = writer.program.cells[(block, "model")]
+    limit_key = (model_ref.ref_target, "context_limit")
+    expander.symbols[limit] = limit_key
+    expander.vias[limit] = ((block, "model"),)
+    return sp.Piecewise((max_batch, sp.Le(context, limit)), (0, True)), expander, context

@@ -31,7 +31,7 @@ SHEET_ANSWERS = [
 
 def sheets_present(writer) -> set:
     """Names of the sheets `writer` builds besides README (see the module docstring)."""
-    from .workbook import SHEETS
+    from .cells import SHEETS
 
     kinds = set(writer.layout.blocks)
     present = {SHEETS[k] for k in kinds if k in SHEETS}
@@ -85,11 +85,11 @@ def readme_sheet(writer, wb) -> None:
     """Add the README sheet for `writer` (a `WorkbookWriter`) to `wb`."""
     from openpyxl.styles import Alignment, Font, PatternFill
 
-    from .workbook import _text
+    from .cells import text_cell
 
     ws = wb.create_sheet("README")
     for i, (label, text, style) in enumerate(readme_lines(writer), start=1):
-        a, b = _text(ws.cell(i, 1), label), _text(ws.cell(i, 2), text)
+        a, b = text_cell(ws.cell(i, 1), label), text_cell(ws.cell(i, 2), text)
         a.alignment = b.alignment = Alignment(vertical="top")
         if style == "title":
             a.font = Font(bold=True, size=16)

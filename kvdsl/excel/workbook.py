@@ -32,26 +32,21 @@ import re
 import zipfile
 from dataclasses import dataclass, field
 
-import sympy as sp
-
 from ..display import context_label
 from ..errors import ExportError
 from ..graph import Key, Origin, Program
-from ..search import depends_on
 from ..symbolic import Expander
 from ..units import BYTES, SECONDS, TOKENS, USD, Dim
 from ..labels import describe
+from .cells import SHEETS, WHAT_IF_CONTEXTS, column_letter, text_cell
 from .plan_sheet import PlanSheet
 from .printer import UNBOUNDED, RulePrinter, excel_formula, excel_text_literal
 from .validation import Bounds, bounds, data_validation, example_text, human_unit, sheet_unit, yes_no_validation
 
-SHEETS = {"deployment": "Deployments", "model": "Models", "hardware": "Hardware", "workload": "Workloads",
-          "format": "Formats", "engine": "Engines"}
 COLUMN_SETS = {"model": "all_models", "hardware": "all_hardware", "deployment": "all_deployments", "format": "all_formats",
                "engine": "all_engines", "workload": "all_workloads"}
 HEADER_ROWS = 2
 FIRST_COLUMN = 3  # A: block name, B: title
-WHAT_IF_CONTEXTS = [1024 * 2**i for i in range(0, 9)]  # 1K .. 256K
 GIB = 1024**3
 MAX_COLUMNS = 16_384  # Excel's last column, XFD
 MAX_NAME = 255  # Excel's longest defined name
@@ -99,12 +94,6 @@ def excel_name(name: str) -> str:
     if _R1C1.match(head) or head.upper() in ("TRUE", "FALSE"):
         return "_" + name
     return name
-
-
-def column_letter(index: int) -> str:
-    from openpyxl.utils import get_column_letter
-
-    return get_column_letter(index)
 
 
 @dataclass
@@ -348,14 +337,14 @@ class WorkbookWriter:
         for name in self.layout.blocks[kind]:
             info = self.program.blocks[name]
             row = self.layout.rows[name]
-            _text(ws.cell(row, 1), name)
+            text_cell(ws.cell(row, 1), name)
             if kind == "deployment":
                 ws.cell(row, 2).value = self.title_formula(name)
                 ws.cell(row, 2).comment = Comment(f"Follows the model, GPU count and hardware. As written: {info.title}",
                                                   "kvdsl", width=300, height=70)
                 self.formulas += 1
             else:
-                _text(ws.cell(row, 2), info.title)
+                text_cell(ws.cell(row, 2), info.title)
             for cell in info.cells:
                 key = (name, cell)
                 col = columns[cell]
@@ -470,8 +459,6 @@ class WorkbookWriter:
 
     def write_value(self, target, key: Key) -> None:
         """The value or formula of a cell, as the spec gives it."""
-        from openpyxl.styles import Font, PatternFill
-
         rc = self.program.cells[key]
         value = self.values.get(key)
         if rc.scope and rc.origin == Origin.ENGINE and (rc.scope, rc.local_name) in self.program.cells:
@@ -482,10 +469,10 @@ class WorkbookWriter:
             target.value = _number(value)
             target.fill, target.font = _input_style()
         elif rc.form in ("text",):
-            _text(target, value or "")
+            text_cell(target, value or "")
         elif rc.form == "ref":
             if isinstance(rc.ref_expr, str):
-                _text(target, rc.ref_target)
+                text_cell(target, rc.ref_target)
                 target.fill, target.font = _input_style()
             else:
                 target.value = "=" + self.lookup(rc.ref_expr.key, rc.ref_expr.via)
@@ -654,7 +641,7 @@ class WorkbookWriter:
             ws.cell(1, col, text).font = Font(bold=True)
         for i, name in enumerate(self.layout.blocks["model"], start=2):
             n = lambda cell, block=name: self.cell_name((block, cell))  # noqa: E731
-            _text(ws.cell(i, 1), self.program.blocks[name].title)
+            text_cell(ws.cell(i, 1), self.program.blocks[name].title)
             ws.cell(i, 2).value = f"={n('scheme')}"
             ws.cell(i, 3).value = f"={n('kv_elements_per_token')}"
             ws.cell(i, 3).number_format = "#,##0"
@@ -688,7 +675,7 @@ class WorkbookWriter:
         for col, (title, _, _) in enumerate(columns, start=1):
             ws.cell(1, col, title).font = Font(bold=True)
         for i, name in enumerate(self.layout.blocks["deployment"], start=2):
-            _text(ws.cell(i, 1), self.program.blocks[name].title)
+            text_cell(ws.cell(i, 1), self.program.blocks[name].title)
             for col, (_, cell, fmt) in enumerate(columns[1:], start=2):
                 target = ws.cell(i, col)
                 if fmt == GIB:
@@ -711,20 +698,6 @@ class WorkbookWriter:
 
         what_if_sheet(self, wb)
 
-    def _max_batch_at_context(self, block: str):
-        """`max_batch` with `context` left free (0 past the model's context limit)."""
-        context = sp.Symbol("what_if_context", positive=True)
-        target = (block, "context")
-        affected = depends_on(self.program, target)
-        expander = Expander(self.program, stop=lambda key: key not in affected, rename={target: context})
-        max_batch = expander.expand((block, "max_batch"))
-        limit = sp.Symbol("what_if_limit")
-        model_ref = self.program.cells[(block, "model")]
-        limit_key = (model_ref.ref_target, "context_limit")
-        expander.symbols[limit] = limit_key
-        expander.vias[limit] = ((block, "model"),)
-        return sp.Piecewise((max_batch, sp.Le(context, limit)), (0, True)), expander, context
-
     def _readme(self, wb) -> None:
         """The first sheet: how to use the workbook, in plain words (see `readme_sheet`)."""
         from .readme_sheet import readme_sheet
@@ -740,18 +713,6 @@ def _input_style():
     return PatternFill("solid", fgColor="FFF2CC"), Font(color="1F4E79")
 
 
-
-
-def _text(cell, text: str):
-    """Store text as text, even when it starts with =, +, - or @ (control characters become U+FFFD)."""
-    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
-
-    if isinstance(text, str):
-        text = ILLEGAL_CHARACTERS_RE.sub("\ufffd", text)
-    cell.value = text
-    if isinstance(text, str) and text:
-        cell.data_type = "s"
-    return cell
 
 
 def _divides(expr) -> bool:
