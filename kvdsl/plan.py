@@ -439,16 +439,15 @@ def _blocks(paths: list) -> list:
 
 
 def _with_blocks(paths: list, blocks: list):
-    """The program of `paths` and the planner's own blocks."""
-    import tempfile
+    """The program of `paths` and the planner's own blocks, loaded from memory (nothing is written)."""
     from pathlib import Path
 
     from .api import build_program
+    from .loader import overlaid
 
-    with tempfile.TemporaryDirectory() as tmp:
-        spec = Path(tmp) / "plan.kvspec"
-        imports = [f'import "{Path(p).resolve()}"' for p in paths]
-        spec.write_text("\n".join(imports + blocks) + "\n")
+    spec = Path.cwd() / "<plan>.kvspec"  # a name no file has: the loader reads the text given for it
+    imports = [f'import "{Path(p).resolve()}"' for p in paths]
+    with overlaid({spec: "\n".join(imports + blocks) + "\n"}):
         return build_program([str(spec)])
 
 

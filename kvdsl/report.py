@@ -134,7 +134,7 @@ def table_rows(program: Program, values: dict) -> list:
             "context": json_number(v("context")),
             "kv_dtype": v("kv_dtype"),
             "kv_bytes_per_sequence": json_number(v("kv_bytes_per_sequence")),
-            "within_context_limit": v("context") <= v("context_limit"),
+            "within_context_limit": v("within_context_limit"),
         })
     return rows
 

@@ -451,12 +451,10 @@ TARGETS = "meets_targets"  # fits, and serves the deployment's workload within i
 
 
 def asks_targets(program: Program, block: str, base: dict) -> bool:
-    """True when the block's workload asks for more than one user or sets a latency target."""
+    """True when the block's workload asks for something (its `asks`: more than one user or a latency target)."""
     if (block, TARGETS) not in program.cells or (block, "workload") not in program.cells:
         return False
-    workload = base.get((block, "workload"))
-    asks = [base.get((workload, "users")), base.get((workload, "ttft_target")), base.get((workload, "tpot_target"))]
-    return any(v is not None and v > (1 if i == 0 else 0) for i, v in enumerate(asks))
+    return base.get((base.get((block, "workload")), "asks")) is True
 
 
 def constraint_for(program: Program, block: str, cell: str, base: dict) -> str:

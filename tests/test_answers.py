@@ -272,12 +272,14 @@ def test_three_gpus_typed_in_the_workbook_break_the_tensor_parallel_rule(gpt_oss
     verdict = plan_verdicts(formulas, three)[block]
     assert verdict.startswith("does not run: vLLM splits the model's 64 attention heads") and "tensor-parallel rule" in verdict
     # (`eval --set gpus=3` refuses it outright: `require engine_runs_tensor_parallel`)
-    # the verdict cell turns red when it does not fit: its rule reads `fits`
+    # the verdict cell turns red when it does not serve its workload (the prelude's `serves_workload`, which reads
+    # `fits`): recalculated, that cell is false
     ws = formulas["Plan"]
     cell = next(c for row in ws.iter_rows() for c in row if c.value == f"={block}.verdict" and c.column == 5)
     rules = [r for rng in ws.conditional_formatting for r in rng.rules if cell.coordinate in str(rng.sqref)]
     red = [r for r in rules if r.dxf is not None and r.dxf.fill is not None and r.dxf.fill.bgColor is not None]
-    assert red and f"NOT({block}.fits)" in red[0].formula[0]
+    assert red and red[0].formula[0] == f"NOT({block}.serves_workload)"
+    assert named(three, f"{block}.serves_workload") is False
     # costs of what cannot run are left empty on the Plan page, #N/A in the block's own cells
     assert named(three, f"{block}.cost_per_month") == "#N/A"
     plan_values = [c.value for row in three["Plan"].iter_rows() for c in row if c.value is not None]

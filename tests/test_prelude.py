@@ -38,6 +38,42 @@ def test_no_rule_is_written_twice():
     assert not twice, twice
 
 
+OUTPUT_MODULES = ["report.py", "plan.py", "solve.py", "search.py", "excel/*.py"]
+# a prelude cell as an output module writes it into a formula: `{n('fits')}`, `self._n(d, "fits")`, `{goal}`
+_CELL = r"""(?:\{n\(["'][a-z_]+["']\)\}|\{goal\}|\{\}|\$?[A-Z]{1,3}\$?\{?first\}?)"""
+# arithmetic or a comparison between two cells, or a cell against a number: a rule or a threshold
+_FORMULA = re.compile(rf"{_CELL}\s*(?:[-+<>]|[<>!]=|==|\*(?!\d)|/(?!\{{(?:GIB|gib)\}}))\s*(?:{_CELL}|\(?\d)"
+                      rf"|(?:\d|\))\s*(?:[-+<>]|[<>]=)\s*{_CELL}")
+
+
+def _formula_strings(source: str) -> list:
+    """The formulas over cells an output module writes (lines of its source that build one)."""
+    return [line.strip() for line in source.splitlines() if _FORMULA.search(line)]
+
+
+def test_no_output_module_writes_a_formula_over_prelude_cells():
+    from pathlib import Path
+
+    package = Path(__file__).resolve().parents[1] / "kvdsl"
+    found = {}
+    for pattern in OUTPUT_MODULES:
+        for path in sorted(package.glob(pattern)):
+            lines = _formula_strings(path.read_text(encoding="utf-8"))
+            if lines:
+                found[str(path.relative_to(package))] = lines
+    assert found == {}, found
+
+
+def test_the_formula_scan_sees_rules_and_thresholds():
+    caught = ["f\"=({n('kv_budget_bytes_per_gpu')}-{n('kv_bytes_per_gpu')}){gib}\"",
+              "rules.append((where, f\"AND({goal}>0,{n(cell)}>{goal})\", red))",
+              "(\"shortfall_bytes_per_gpu\", \"{}>0\"), (\"max_batch\", \"{}<1\")",
+              "f\"{n('output_tokens_per_second')}*{n('replicas')}\""]
+    passed = ["f\"={n('weights_bytes_per_gpu')}/{GIB}\"", "f\"={n('kv_bytes_per_gpu')}{gib}\"",
+              "f\"NOT({n(condition)})\"", "shown(\"tpot_seconds\", \"*1000\")"]
+    assert [bool(_formula_strings(line)) for line in caught + passed] == [True] * len(caught) + [False] * len(passed)
+
+
 def test_the_scan_sees_the_prelude():
     rules = list(_rules())
     assert len(rules) > 150

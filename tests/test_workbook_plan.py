@@ -150,13 +150,17 @@ def test_results_that_cannot_hold_are_highlighted(catalog, program):
     plan = catalog["Plan"].conditional_formatting
     formulas = [f for cf in plan for rule in cf.rules for f in rule.formula]
     for d in deployments(program):
-        assert f"NOT({d}.fits)" in formulas
-        assert f"{d}.kv_budget_bytes_per_gpu<{d}.kv_bytes_per_gpu" in formulas
-        assert any(f.startswith("AND(") and f"{d}.ttft_seconds>" in f for f in formulas), d
+        # each mark is a condition the prelude states, negated where it cannot hold
+        assert {f"NOT({d}.fits)", f"NOT({d}.serves_workload)", f"NOT({d}.meets_ttft)", f"NOT({d}.meets_tpot)"} <= set(formulas)
+    room = [c for row in catalog["Plan"].iter_rows() for c in row if str(c.value).endswith(".kv_room_left_bytes_per_gpu/1073741824")]
+    assert room and all(c.number_format == "#,##0.0;[Red]-#,##0.0" for c in room)  # short of room: a red figure
     sheet = catalog["Deployments"]
     fits = destination(catalog, f"{deployments(program)[0]}.fits").column_letter
     ranges = {str(cf.sqref): [f for rule in cf.rules for f in rule.formula] for cf in sheet.conditional_formatting}
-    assert ranges[f"{fits}3:{fits}{2 + len(deployments(program))}"] == [f"NOT({fits}3)"]
+    last = 2 + len(deployments(program))
+    assert ranges[f"{fits}3:{fits}{last}"] == [f"NOT(${fits}3)"]
+    users = destination(catalog, f"{deployments(program)[0]}.max_batch").column_letter
+    assert ranges[f"{users}3:{users}{last}"] == [f"NOT(${fits}3)"]  # the users that fit: red where it does not fit
 
 
 def test_intermediate_and_engine_columns_are_grouped_and_hidden(catalog, program):

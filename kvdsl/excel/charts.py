@@ -224,7 +224,7 @@ __all__ = ["what_if_sheet", "max_batch_at_context", "memory_bar_chart", "line_ch
 
 
 def max_batch_at_context(writer, block: str):
-    """`max_batch` of `block` with `context` left free (0 past the model's context limit), as SymPy.
+    """`max_batch` of `block` with `context` left free, as SymPy: the prelude's rule, its context limit included.
 
     Returns the expression, the Expander that maps its symbols to cells, and the context symbol.
     """
@@ -237,10 +237,4 @@ def max_batch_at_context(writer, block: str):
     target = (block, "context")
     affected = depends_on(writer.program, target)
     expander = Expander(writer.program, stop=lambda key: key not in affected, rename={target: context})
-    max_batch = expander.expand((block, "max_batch"))
-    limit = sp.Symbol("what_if_limit")
-    model_ref = writer.program.cells[(block, "model")]
-    limit_key = (model_ref.ref_target, "context_limit")
-    expander.symbols[limit] = limit_key
-    expander.vias[limit] = ((block, "model"),)
-    return sp.Piecewise((max_batch, sp.Le(context, limit)), (0, True)), expander, context
+    return expander.expand((block, "max_batch")), expander, context

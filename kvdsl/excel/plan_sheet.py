@@ -252,12 +252,12 @@ class PlanSheet:
             ("GPU memory", "memory_per_gpu", f"={n('memory_per_gpu')}{gib}", "#,##0.0", "GiB"),
             ("Weights per GPU", "weights_bytes_per_gpu", f"={n('weights_bytes_per_gpu')}{gib}", "#,##0.0", "GiB"),
             ("KV cache per GPU at this many users", "kv_bytes_per_gpu", f"={n('kv_bytes_per_gpu')}{gib}", "#,##0.0", "GiB"),
-            ("Room left for KV cache per GPU", "kv_budget_bytes_per_gpu",
-             f"=({n('kv_budget_bytes_per_gpu')}-{n('kv_bytes_per_gpu')}){gib}", "#,##0.0", "GiB"),
+            ("Room left for KV cache per GPU", "kv_room_left_bytes_per_gpu",
+             f"={n('kv_room_left_bytes_per_gpu')}{gib}", "#,##0.0;[Red]-#,##0.0", "GiB"),
             ("Time to first token", "ttft_seconds", shown("ttft_seconds"), "#,##0.00", "s"),
             ("Time per output token", "tpot_seconds", shown("tpot_seconds", "*1000"), "#,##0.0", "ms"),
             ("Output tokens per second, all copies", "output_tokens_per_second",
-             shown("output_tokens_per_second", f"*{n('replicas')}"), "#,##0", "tokens/s"),
+             shown("total_output_tokens_per_second"), "#,##0", "tokens/s"),
             ("Users served at once, all copies", "users_served", shown("users_served"), "#,##0", "users"),
             ("Meets the workload's targets", "meets_targets", f'=IF({n("meets_targets")},"Yes","No")', "General", ""),
             ("Cost per month", "cost_per_month", shown("cost_per_month"), '"$"#,##0', "USD"),
@@ -266,30 +266,22 @@ class PlanSheet:
         ]
 
     def _highlights(self, ws, d, top) -> None:
-        """Red where a result cannot hold: no fit, no room left, a missed target."""
+        """Red where a result cannot hold (no fit, a missed target), green where the deployment serves its workload:
+        each mark is a condition the prelude states (`fits`, `meets_ttft`, `serves_workload`), never a threshold here."""
         from openpyxl.formatting.rule import FormulaRule
         from openpyxl.styles import Font, PatternFill
 
         red = PatternFill("solid", fgColor=RED, bgColor=RED)
         green = Font(color="2E7D32", bold=True, size=12)
         n = lambda cell: self._n(d, cell)  # noqa: E731
-        rows = {words: top + 4 + i for i, (words, *_rest) in enumerate(self._results(d))}
-        asks = self._via(d, "workload", "asks") if (d, "workload") in self.program.cells else "FALSE"
-        rules = [
-            (f"E{top + 1}", f"OR(NOT({n('fits')}),AND({asks},NOT({n('meets_targets')})))", red),
-            (f"F{rows['Fits in memory']}", f"NOT({n('fits')})", red),
-            (f"F{rows['Room left for KV cache per GPU']}", f"{n('kv_budget_bytes_per_gpu')}<{n('kv_bytes_per_gpu')}", red),
-            (f"F{rows['Meets the workload' + chr(39) + 's targets']}", f"NOT({n('meets_targets')})", red),
-        ]
-        if "workload" in self.w.layout.blocks and (d, "workload") in self.program.cells:
-            for words, cell, target in (("Time to first token", "ttft_seconds", "ttft_target"),
-                                        ("Time per output token", "tpot_seconds", "tpot_target")):
-                goal = self._via(d, "workload", target)
-                rules.append((f"F{rows[words]}", f"AND({goal}>0,{n(cell)}>{goal})", red))
-        for where, formula, fill in rules:
-            ws.conditional_formatting.add(where, FormulaRule(formula=[formula], fill=fill))
-        ws.conditional_formatting.add(f"E{top + 1}", FormulaRule(formula=[f"AND({n('fits')},OR(NOT({asks}),{n('meets_targets')}))"],
-                                                                  font=green))
+        rows = {cell: top + 4 + i for i, (_words, cell, *_rest) in enumerate(self._results(d))}
+        marks = [(f"E{top + 1}", "serves_workload")] + [
+            (f"F{rows[shown]}", condition) for shown, condition in (
+                ("fits", "fits"), ("meets_targets", "meets_targets"), ("ttft_seconds", "meets_ttft"), ("tpot_seconds", "meets_tpot"))
+            if (d, condition) in self.program.cells]
+        for where, condition in marks:
+            ws.conditional_formatting.add(where, FormulaRule(formula=[f"NOT({n(condition)})"], fill=red))
+        ws.conditional_formatting.add(f"E{top + 1}", FormulaRule(formula=[n("serves_workload")], font=green))
 
     def _chart(self, ws, d, top) -> None:
         """One GPU's memory as a stacked bar: weights, reserve and headroom, KV cache, free."""
@@ -300,9 +292,9 @@ class PlanSheet:
         parts = [
             ("Weights", f"={n('weights_bytes_per_gpu')}/{GIB}"),
             ("Reserve and engine headroom",
-             f"=({n('memory_per_gpu')}-{n('usable_bytes_per_gpu')}+{n('reserve_bytes')})/{GIB}"),
+             f"={n('reserved_bytes_per_gpu')}/{GIB}"),
             ("KV cache at this many users", f"={n('kv_bytes_per_gpu')}/{GIB}"),
-            ("Free", f"=MAX({n('kv_budget_bytes_per_gpu')}-{n('kv_bytes_per_gpu')},0)/{GIB}"),
+            ("Free", f"=MAX({n('kv_room_left_bytes_per_gpu')},0)/{GIB}"),  # a bar is never negative
         ]
         chart = BarChart()
         chart.type = "bar"

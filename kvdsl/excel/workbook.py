@@ -619,17 +619,19 @@ class WorkbookWriter:
                                                       dxf=DifferentialStyle(numFmt=yes_no)))
 
     def _red_results(self, ws, red) -> None:
+        """Red where a result cannot hold: the memory figures where the deployment does not fit, `meets_targets`
+        where it misses them (conditions the prelude states, never a threshold here)."""
         from openpyxl.formatting.rule import Rule
-        
+
         first, last = HEADER_ROWS + 1, HEADER_ROWS + len(self.layout.blocks["deployment"])
         columns = self.layout.columns["deployment"]
-        for cell, test in (("fits", "NOT({})"), ("meets_targets", "NOT({})"), ("shortfall_bytes_per_gpu", "{}>0"),
-                           ("kv_budget_bytes_per_gpu", "{}<0"), ("max_batch", "{}<1")):
-            if cell not in columns:
+        for cell, condition in (("fits", "fits"), ("meets_targets", "meets_targets"), ("shortfall_bytes_per_gpu", "fits"),
+                                ("kv_budget_bytes_per_gpu", "fits"), ("max_batch", "fits")):
+            if cell not in columns or condition not in columns:
                 continue
             letter = column_letter(columns[cell])
-            ws.conditional_formatting.add(f"{letter}{first}:{letter}{last}",
-                                          Rule(type="expression", formula=[test.format(f"{letter}{first}")], dxf=red))
+            test = f"NOT(${column_letter(columns[condition])}{first})"
+            ws.conditional_formatting.add(f"{letter}{first}:{letter}{last}", Rule(type="expression", formula=[test], dxf=red))
 
     def _comparison(self, wb) -> None:
         """The "One Table": scheme, elements per token, reduction vs MHA, cache per sequence."""
