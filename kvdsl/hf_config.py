@@ -17,7 +17,6 @@ if TYPE_CHECKING:
 
 MAX_SIZE = 1 << 40          # any dimension beyond this is junk, not a model
 MAX_LAYERS = 100_000
-KEYWORDS = {"import", "require", "extends", "defaults", "if", "then", "else", "and", "or", "not", "true", "false"}
 MAX_NAME = 100              # characters of a block name: it also names the file NAME.kvspec
 MAX_TITLE = 200
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "half": "fp16", "float32": "fp32", "float": "fp32"}

@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Optional
 
 from .errors import ConfigAssumption, UsageError
-from .hf_config import KEYWORDS, MAX_NAME, MAX_TITLE, Config, visible
+from .hf_config import MAX_NAME, MAX_TITLE, Config, visible
 from .params import ParamCount
+from .words import reserved
 
 
 @dataclass
@@ -78,7 +79,7 @@ def block_name(title: str) -> str:
     if name[0].isdigit():
         name = "m_" + name
     name = name[:MAX_NAME - len("_model")].rstrip("_")
-    return name + "_model" if name in KEYWORDS or name in prelude_blocks() else name
+    return name + "_model" if name in set(reserved()) or name in prelude_blocks() else name
 
 
 @lru_cache(maxsize=1)
@@ -95,7 +96,7 @@ def check_options(name: Optional[str], title: Optional[str]) -> None:
         shown = visible(name)
         if len(name) > MAX_NAME:
             raise UsageError(f"--name is {len(name):,} characters long: a model's name has at most {MAX_NAME}")
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) or name in KEYWORDS:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z_0-9]*", name) or name in set(reserved()):
             raise UsageError(f"--name `{shown}` is not a kvspec name: letters, digits and `_`, not starting with a digit, not a keyword")
         if name in prelude_blocks():
             raise UsageError(f"--name `{name}` is already a {prelude_blocks()[name]} of kvdsl's prelude: choose another name")

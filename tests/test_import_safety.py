@@ -267,3 +267,14 @@ def test_crlf_and_unicode_line_breaks_keep_positions(tmp_path):
     lines = caught.value.render().split("\n")
     assert lines[0].startswith(f"{path}:3:3: error: `num_hidden_layers` is 0")
     assert lines[1].strip() == '"num_hidden_layers": 0,'
+
+
+@pytest.mark.parametrize("word", ["none", "for", "fn", "let", "in"])
+def test_a_model_called_like_a_word_of_the_language_gets_another_name(tmp_path, word):
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(dict(BASE, _name_or_path=f"org/{word}")))
+    model = import_all([str(path)])[0]
+    assert model.name == f"{word}_model"
+    spec = tmp_path / f"{model.name}.kvspec"
+    spec.write_text(model.render(), encoding="utf-8")
+    assert cli("check", spec, code=0).startswith("ok: 1 model")
