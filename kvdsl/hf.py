@@ -79,6 +79,7 @@ def _import(root: Config, findings: Findings, name: Optional[str], title: Option
     label = known.label if known else f"`{model_type}`" if model_type else "an unnamed architecture"
     out = ImportedModel(name or block_name(title), title, f"{repo} config.json ({Path(root.path).name})", label)
     out.hf_id = repo if HUB_ID.fullmatch(repo) else ""
+    out.model_type = model_type or ""
     if nested:
         out.notes.append("The language model is read from `text_config`; the vision encoder is not counted in `params`.")
     mtp_key, mtp = next(((k, c.data[k]) for k in ("num_nextn_predict_layers", "mtp_num_hidden_layers") for c in (root, config)

@@ -38,6 +38,7 @@ class ImportedModel:
     weight_comment: str = ""
     expert_dtype: Optional[str] = None
     hf_id: str = ""  # the Hugging Face repository, when the config names one
+    model_type: str = ""  # the config's architecture (model_type), when it names one
 
     def add(self, name: str, value, comment: str = "") -> None:
         self.cells.append(SpecCell(name, str(value), comment))
@@ -58,6 +59,8 @@ class ImportedModel:
         lines.append(f'    source = "{quoted(self.source)}"')
         if self.hf_id:
             lines.append(f'    hf_id = "{quoted(self.hf_id)}"')
+        if self.model_type:
+            lines.append(f'    model_type = "{quoted(self.model_type)}"')
         for cell in self.cells:
             text = f"    {cell.name} = {cell.value}"
             lines.append(f"{text:<30} # {visible(cell.comment)}" if cell.comment else text)

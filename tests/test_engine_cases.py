@@ -1,0 +1,77 @@
+"""Figures real engines gave for settings users pass, as deployments (tests/engine_cases/).
+
+Each deployment there states what the engine it runs (`engine = ...`) logged
+or computed as `expect_X` cells; that engine's `ENGINE.X` must be the same,
+exactly.  The refusals are checked as errors that quote the engine's words.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvdsl.api import evaluate_paths, parse_setting
+from kvdsl.errors import KvdslError
+
+ROOT = Path(__file__).resolve().parents[1]
+CASES = sorted((ROOT / "tests" / "engine_cases").glob("*.kvspec"))
+EXPECT = "expect_"
+
+
+def deployments(path: Path) -> dict:
+    values = evaluate_paths([str(path)], [])[1]
+    blocks: dict = {}
+    for (block, cell), value in values.items():
+        blocks.setdefault(block, {})[cell] = value
+    return {name: cells for name, cells in blocks.items() if any(c.startswith(EXPECT) for c in cells)}
+
+
+@pytest.mark.parametrize("path", CASES, ids=lambda p: p.stem)
+def test_the_engine_gives_what_it_logged(path):
+    found = deployments(path)
+    assert found, f"{path.name} has no deployment"
+    for name, cells in found.items():
+        engine = str(cells["engine"])
+        expected = {cell[len(EXPECT):]: value for cell, value in cells.items() if cell.startswith(EXPECT)}
+        got = {cell: cells[f"{engine}.{cell}"] for cell in expected}
+        assert got == expected, name
+
+
+LLAMACPP = ROOT / "tests" / "engine_cases" / "llamacpp.kvspec"
+
+
+@pytest.mark.parametrize("settings, words", [
+    # llama_init_from_model: a quantized V cache with -fa off
+    (["lc_gpt_oss_b256.kv_dtype=q8_0", 'lc_gpt_oss_b256.llamacpp.flash_attention="off"'],
+     "quantized V cache requires flash_attn to be enabled"),
+    # -ctk q8_0 on heads of 80 with flash attention on or auto (Phi-2's geometry)
+    (["phi_80.kv_dtype=q8_0"], "K cache type q8_0 with block size 32 does not divide n_embd_head_k=80"),
+    (["phi_80.llamacpp.cache_type_k=q4_0", 'phi_80.llamacpp.flash_attention="on"'],
+     "K cache type q4_0 with block size 32 does not divide n_embd_head_k=80"),
+    # MLA (deepseek2) with different K and V types
+    (["mla.llamacpp.cache_type_k=q8_0"], "model does not support different K (q8_0) and V (f16) cache types"),
+])
+def test_llamacpp_refuses_in_its_own_words(tmp_path, settings, words):
+    spec = tmp_path / "refused.kvspec"
+    spec.write_text(f'import "{LLAMACPP}"\nimport "{ROOT}/specs/models/deepseek_v2_lite.kvspec"\n'
+                    'model head_80 "heads of 80" {\n    layers = 32\n    heads = 32\n    head_dim = 80\n    params = 2.7e9\n}\n'
+                    'deployment phi_80 "heads of 80" extends lc_gpt_oss_b256 {\n    model = head_80\n}\n'
+                    'deployment mla "DeepSeek-V2-Lite" extends lc_gpt_oss_b256 {\n    model = deepseek_v2_lite\n}\n')
+    evaluate_paths([str(spec)], [])          # every setting alone starts
+    with pytest.raises(KvdslError) as caught:
+        evaluate_paths([str(spec)], [parse_setting(s) for s in settings])
+    assert words in caught.value.render() and "refusal" in caught.value.render()
+
+
+def test_llamacpp_flash_attention_off_with_a_quantized_k_only_starts(tmp_path):
+    # heads of 80 with -ctk q8_0 but -fa off: the block check applies only with flash attention
+    spec = tmp_path / "k.kvspec"
+    spec.write_text(f'import "{LLAMACPP}"\n'
+                    'model head_80 "heads of 80" {\n    layers = 32\n    heads = 32\n    head_dim = 80\n    params = 2.7e9\n}\n'
+                    'deployment phi_80 "heads of 80" extends lc_gpt_oss_b256 {\n    model = head_80\n'
+                    '    llamacpp.cache_type_k = q8_0\n    llamacpp.flash_attention = "off"\n}\n')
+    values = evaluate_paths([str(spec)], [])[1]
+    assert values[("phi_80", "llamacpp.refusal")] == "" and values[("phi_80", "llamacpp.flash_attention_on")] is False
+    assert "-fa off -ctk q8_0" not in values[("phi_80", "launch_command")]
+    assert values[("phi_80", "launch_command")].endswith(" -b 256 -fa off")
