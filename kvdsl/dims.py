@@ -251,6 +251,8 @@ def unknown_function(call: m.Call, defined=()) -> UnknownNameError:
 
 
 def describe(dim) -> str:
+    if dim is ZERO:  # a bare 0: a number of any dimension
+        return "a number"
     if dim == BOOL:
         return "conditions"
     if dim == TEXT:

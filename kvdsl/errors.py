@@ -78,6 +78,8 @@ def source_line(span: Span) -> Optional[str]:
         _source_cache[span.path] = lines
     if 1 <= span.line <= len(lines):
         return lines[span.line - 1]
+    if span.line == len(lines) + 1:  # the end of a text that ends with a line break (or is empty)
+        return ""
     return None
 
 
