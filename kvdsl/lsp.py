@@ -341,6 +341,8 @@ def formatting(ls: KvdslServer, params: types.DocumentFormattingParams):
         from .fmt import format_text
     except ImportError:
         return []
+    if params.text_document.uri not in ls.documents:  # never read a file the editor has not opened (a FIFO would block)
+        return []
     text = ls.text(params.text_document.uri)
     try:
         formatted = format_text(text)
