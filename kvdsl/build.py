@@ -31,8 +31,12 @@ def build_program(paths: Iterable[str], settings: Iterable[Setting] = ()) -> Pro
     the last few built (up to BUILT_KEPT programs and BUILT_CELLS_KEPT cells)
     are kept and handed out again.
     """
+    from .progress import stage
+
     settings = list(settings)
+    stage("reading the specs")
     workspace = load(list(paths))
+    stage(f"resolving {len(workspace.blocks):,} blocks")
     key = (workspace.fingerprint, tuple((s.block, s.cell.source, s.cell.span.path) for s in settings))
     if key not in _BUILT:
         _keep(key, _build(workspace, settings))

@@ -157,3 +157,70 @@ def test_a_layer_pattern_evaluates_the_same_however_it_is_spaced(tmp_path):
     spec.write_text(MODEL.replace("layers = 1; ", "") + "    layer_kinds=[[sliding(1024)]*5,full]*2\n}\n")
     r = cli("eval", spec, "--cells", "layer_kinds", code=0)
     assert "[[sliding(1024)] * 5, full] * 2" in r.stdout
+
+
+def test_eval_prints_every_block_then_exits_1_when_a_deployment_does_not_fit(tmp_path):
+    text = deployment(tmp_path, "batch = 24", "batch = 24").read_text()
+    head, body = text.split("deployment ", 1)
+    one = "deployment " + body
+    spec = tmp_path / "three.kvspec"
+    spec.write_text(head + one.replace("llama_3_1_70b_h100x4_fp8", "a")
+                    + one.replace("llama_3_1_70b_h100x4_fp8", "b").replace("gpus = 4", "gpus = 1").replace("batch = 24", "batch = ?")
+                    + one.replace("llama_3_1_70b_h100x4_fp8", "c").replace("batch = 24", "batch = 2400"))
+    r = cli("eval", spec, "--cells", "max_batch", code=1)
+    assert [line.split()[1] for line in r.stdout.splitlines() if line.startswith("deployment ")] == ["a", "b", "c"]
+    assert "  => does not fit: the weights need 131.4 GiB per GPU" in r.stdout  # b: no batch fits
+    assert "  => does not fit: 2,400 sequences of 32,768 tokens asked, 31 fit" in r.stdout  # c
+    assert "error: cannot solve `b.batch`: no `batch` fits" in r.stderr
+    assert r.stderr.rstrip().endswith("2 of 3 deployments do not fit: b, c")
+    r = cli("eval", spec, "--json", code=1)
+    assert r.stdout.startswith("{") and "2 of 3 deployments do not fit" in r.stderr
+
+
+def test_sweep_varies_lists_of_numbers_formats_blocks_and_flags():
+    block = ["--block", "llama_3_1_70b_h100x4_fp8"]
+    r = cli("sweep", LLAMA, "--vary", "gpus=1,2,4,8", "--cells", "max_batch", code=0)
+    assert r.stdout.splitlines() == ["gpus,max_batch", "1,0", "2,2", "4,31", "8,88"]
+    r = cli("sweep", LLAMA, *block, "--vary", "kv_dtype=fp16,fp8", "--vary", "gpus=4,8", "--cells", "max_batch", code=0)
+    assert r.stdout.splitlines() == ["kv_dtype,gpus,max_batch", "fp16,4,15", "fp16,8,44", "fp8,4,31", "fp8,8,88"]
+    r = cli("sweep", LLAMA, "--vary", "engine=vllm,sglang", "--cells", "max_batch", "--json", code=0)
+    assert '["vllm", ' in r.stdout and '["sglang", ' in r.stdout
+    r = cli("sweep", LLAMA, *block, "--vary", "kv_dtype=fp16,nope", code=2)
+    assert r.stderr.split("\n")[1:3] == ["    --vary kv_dtype=fp16,nope", "                         ^^^^"]
+
+
+def test_sweep_varies_a_cell_the_spec_leaves_unknown():
+    r = cli("sweep", ROOT / "specs" / "deployments" / "qwen3_32b_h200_solved.kvspec", "--vary", "batch=1,64",
+            "--cells", "fits", code=0)
+    assert r.stdout.splitlines() == ["batch,fits", "1,1", "64,0"]
+
+
+def test_no_click_function_deprecated_for_click_9_is_used():
+    source = "".join(p.read_text() for p in (ROOT / "kvdsl").rglob("*.py"))
+    assert "get_text_stream" not in source and "get_binary_stream" not in source
+
+
+def test_a_long_command_shows_its_progress_on_a_terminal_and_nothing_elsewhere(tmp_path):
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    master, slave = pty.openpty()
+    env = dict(os.environ, KVDSL_PROGRESS_DELAY="0", PYTHONPATH=str(ROOT))  # at once, not after 2 s
+    process = subprocess.Popen([sys.executable, "-m", "kvdsl", "check", str(LLAMA)], stdout=subprocess.PIPE,
+                               stderr=slave, env=env)
+    os.close(slave)
+    shown = b""
+    while True:
+        try:
+            data = os.read(master, 4096)
+        except OSError:
+            break
+        if not data:
+            break
+        shown += data
+    assert process.wait() == 0 and process.stdout.read().startswith(b"ok: ")
+    assert b"\rcheck: " in shown and shown.endswith(b"\r")  # a line kept current, erased at the end
+    r = cli("check", LLAMA, code=0)  # not a terminal: nothing but the answer
+    assert r.stderr == ""
