@@ -1,7 +1,7 @@
 """Run the test suite against the oldest versions setup.cfg allows: `python tests/oldest_versions.py`.
 
 It makes a new environment with the oldest Python that `python_requires`
-allows (`--python`, default `python3.10`), installs every dependency and test
+allows (`--python`, default `python3.11`), installs every dependency and test
 dependency at its lower bound (`lark>=1.1` installs lark 1.1.0), installs
 kvdsl itself from this clone (not editable), and runs the tests from a copy of
 the clone against that installation: without LibreOffice by default
@@ -43,7 +43,7 @@ def lower_bounds() -> list[str]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--python", default="python3.10", help="the interpreter of the new environment")
+    parser.add_argument("--python", default="python3.11", help="the interpreter of the new environment")
     parser.add_argument("--pytest-args", default='-q -m "not libreoffice" -p no:cacheprovider',
                         help="what the test run is given")
     parser.add_argument("--keep", action="store_true", help="keep the environment and the copy (their folder is printed)")

@@ -224,3 +224,12 @@ def test_a_long_command_shows_its_progress_on_a_terminal_and_nothing_elsewhere(t
     assert b"\rcheck: " in shown and shown.endswith(b"\r")  # a line kept current, erased at the end
     r = cli("check", LLAMA, code=0)  # not a terminal: nothing but the answer
     assert r.stderr == ""
+
+
+def test_a_caret_on_a_long_line_ends_where_the_shown_part_does(tmp_path):
+    spec = tmp_path / "long.kvspec"
+    spec.write_text(MODEL + '    source = "' + "x" * 150 + '""' + "y" * 300 + '"\n}\n')
+    r = cli("check", spec, code=1)
+    quoted, caret = r.stderr.split("\n")[1:3]
+    assert caret.endswith("^") and len(caret) <= len(quoted) - 3 and quoted.endswith("...")
+    assert quoted[len(caret.rstrip()) - len(caret.strip()):len(caret)].startswith('"yyy')

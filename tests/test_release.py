@@ -49,7 +49,8 @@ def test_ci_installs_libreoffice_and_pdftotext():
     assert "libreoffice-calc-nogui" in install and "poppler-utils" in install
 
 
-def test_sdist_holds_the_package_and_no_tests(tmp_path):
+def clone_tree(tmp_path) -> Path:
+    """The files a clone has (those git tracks), copied to `tmp_path/tree`."""
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     tree = tmp_path / "tree"
     for name in files:
@@ -57,6 +58,11 @@ def test_sdist_holds_the_package_and_no_tests(tmp_path):
         if source.is_file():
             (tree / name).parent.mkdir(parents=True, exist_ok=True)
             (tree / name).write_bytes(source.read_bytes())
+    return tree
+
+
+def test_sdist_holds_the_package_and_no_tests(tmp_path):
+    tree = clone_tree(tmp_path)
     subprocess.run([sys.executable, "-c", "from setuptools import setup; setup()", "-q", "sdist", "-d", str(tmp_path / "dist")],
                    cwd=tree, capture_output=True, check=True)
     (archive,) = (tmp_path / "dist").glob("*.tar.gz")
@@ -69,13 +75,7 @@ def test_sdist_holds_the_package_and_no_tests(tmp_path):
 
 def test_an_installed_package_has_the_catalog(tmp_path):
     """`pip install .` (not editable) into a new environment: outside the clone, the catalog is there."""
-    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
-    tree = tmp_path / "tree"
-    for name in files:
-        source = ROOT / name
-        if source.is_file():
-            (tree / name).parent.mkdir(parents=True, exist_ok=True)
-            (tree / name).write_bytes(source.read_bytes())
+    tree = clone_tree(tmp_path)
     env = tmp_path / "env"
     subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(env)], check=True)
     python = env / "bin" / "python"
