@@ -169,7 +169,7 @@ def predict(settings=()):
     """[(table, file, row, batch, predicted, measured)] and the skipped rows."""
     from kvdsl.api import evaluate_paths, parse_setting
     from kvdsl.errors import ErrorList
-    from kvdsl.plan import Point
+    from kvdsl.plan_search import Point
 
     rows, skipped = load_rows()
     setups = list(dict.fromkeys(setup(row) for _, _, row, _ in rows))

@@ -22,7 +22,8 @@ from kvdsl.api import build_program, evaluate_paths, parse_setting
 from kvdsl.cli import main
 from kvdsl.evaluate import evaluate
 from kvdsl.search import depends_on
-from kvdsl.excel.workbook import WHAT_IF_CONTEXTS, excel_name
+from kvdsl.excel.cells import WHAT_IF_CONTEXTS
+from kvdsl.excel.names import excel_name
 from workbook_helpers import (CATALOG, ROOT, cli, compare_numeric, shared_catalog_export, destination, error_cells, eval_json, export,
                               libreoffice, named, recalculate, same_value, set_typed, typed_cell)
 

@@ -14,7 +14,8 @@ import pytest
 
 from kvdsl.api import evaluate_paths
 from kvdsl.labels import describe
-from kvdsl.excel.workbook import SHEETS, YES_NO
+from kvdsl.excel.cells import SHEETS
+from kvdsl.excel.styles import YES_NO
 from workbook_helpers import CATALOG, ROOT, destination, export, shared_catalog_export, typed_cell
 
 MISTRAL = ROOT / "specs" / "deployments" / "mistral_7b_l4.kvspec"

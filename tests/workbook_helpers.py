@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvdsl.cli import main
-from kvdsl.excel.workbook import excel_name
+from kvdsl.excel.names import excel_name
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "specs" / "catalog.kvspec"

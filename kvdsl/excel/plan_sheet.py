@@ -16,7 +16,9 @@ from typing import Optional
 from dataclasses import dataclass
 
 from ..labels import describe, is_labelled
+from .names import cell_name, ids_name
 from .validation import GIB, bounds, data_validation, example_text, human_unit
+from .values import write_value
 
 SHEET = "Plan"
 YELLOW = "FFF2CC"
@@ -110,7 +112,7 @@ class PlanSheet:
         ws.print_area = f"A{self.sections[0].top}:{PRINT_LAST_COLUMN}{self.sections[-1].top + SECTION_ROWS - 1}"
 
     def _n(self, block, cell) -> str:
-        return self.w.cell_name((block, cell))
+        return cell_name((block, cell))
 
     def _section(self, ws, section: Section) -> None:
         from openpyxl.comments import Comment
@@ -143,7 +145,7 @@ class PlanSheet:
                 self._typed(ws, target, key, unit, rule)
                 ws.cell(row, 3, "" if unit.unit == "%" else unit.unit)
             else:
-                target.value = "=" + self.w.cell_name(key)
+                target.value = "=" + cell_name(key)
                 self.w.formulas += 1
             note = f"{description}\n" if description else ""
             target.comment = Comment(f"{note}Cell {d}.{cell}", "kvdsl", width=300, height=90)
@@ -175,7 +177,7 @@ class PlanSheet:
         from openpyxl.worksheet.datavalidation import DataValidation
 
         rc = self.program.cells[key]
-        self.w.write_value(target, key)
+        write_value(self.w, target, key)
         if unit.factor != 1:
             if target.data_type == "f":
                 target.value = f"=({target.value[1:]})/{unit.factor}"
@@ -189,7 +191,7 @@ class PlanSheet:
             kind = self.program.blocks[rc.ref_target].kind
             if kind not in self.w.layout.blocks:
                 return
-            dv = DataValidation(type="list", formula1=f"={self.w.ids_name(kind)}", allow_blank=False,
+            dv = DataValidation(type="list", formula1=f"={ids_name(kind)}", allow_blank=False,
                                 showErrorMessage=True, showInputMessage=True, errorTitle="Not in the list",
                                 error=f"Choose one of the rows of the {self.w.sheet_of(kind)} sheet.",
                                 promptTitle=words[:32], prompt=f"Choose from the list (the {self.w.sheet_of(kind)} sheet).")
