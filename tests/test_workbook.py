@@ -54,7 +54,7 @@ ENGINE_LOGS = ROOT / "specs" / "engine_logs" / "catalog.kvspec"
 ENGINE_LOG_CHANGES = {
     "engine": [("v22_gpt_oss_120b.engine", "sglang"), ("v23_qwen3_next_80b_h200x2.engine", "trtllm")],
     "engine_inputs": [("v25_nemotron_3_nano_4b_gb10.kv_cache_memory_bytes", 8 * 2**30),
-                      ("v20_deepseek_v2_lite_l4x4.pipeline_stages", 1), ("v10_qwen3_8b_rtx4090.vllm.tokens_from_concurrency", False)],
+                      ("v20_deepseek_v2_lite_l4x4.pipeline_stages", 1), ("v10_qwen3_8b_rtx4090.vllm.version", 0.19)],
 }
 ALL_ENGINE_LOG_CHANGES = [change for changes in ENGINE_LOG_CHANGES.values() for change in changes]
 
