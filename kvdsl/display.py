@@ -98,6 +98,8 @@ def format_value(value, dim) -> str:
     bytes_exp, tokens, elements, seconds = dim.exponents[:4]
     if seconds == 1 and 0 < abs(value) < 1 and (dim / SECONDS).exponents in _PER:
         return _subsecond(Fraction(value), _PER.get((dim / SECONDS).exponents, ""))
+    if dim == SECONDS and abs(value) >= 3600 and value % 3600 == 0:
+        return f"{plain_number(value / 3600)} h"
     if dim == USD:
         return _money(value, 1, "USD")
     if dim == USD / SECONDS:
