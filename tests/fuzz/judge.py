@@ -98,6 +98,7 @@ def carets_in_place(output: str) -> str | None:
             if subject:
                 named = subject.group(1)
                 named = named[:-3] if named.endswith("...") else named
+                named = named.split("[")[0]  # a family's member is named by its number, written with its variable
                 shows_as_itself = not CONTROL.search(named) and "\t" not in named
                 if shows_as_itself and not (under and under.startswith(named[:len(under)])):
                     return f"{shown}:{number}:{column}: {message[:80]!r} puts its caret under {under[:40]!r}"
