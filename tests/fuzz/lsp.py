@@ -134,6 +134,9 @@ class Server:
         except (OSError, subprocess.TimeoutExpired, ValueError):
             self.process.kill()
             self.process.wait()
+        if self.process.poll() is None:  # it did not answer the shutdown
+            self.process.kill()
+            self.process.wait()
         self.log.close()
 
 
@@ -235,12 +238,16 @@ def lsp_messages(rng: random.Random, texts: dict, root: Path, probe_uri: str, in
 def run_case(server: Server, messages: list, timeout: float) -> str | None:
     """Send one case's messages, then ask about the probe document: None if the server answers and stays well."""
     began = server.cpu_seconds()
-    for form, message in messages:
-        server.send_raw(message) if form == "raw" else server.send(message)
     server.next_id += 1
     ident = server.next_id
-    server.send({"jsonrpc": "2.0", "id": ident, "method": "textDocument/documentSymbol",
-                 "params": {"textDocument": {"uri": server.probe_uri}}})
+    try:
+        for form, message in messages:
+            server.send_raw(message) if form == "raw" else server.send(message)
+        server.send({"jsonrpc": "2.0", "id": ident, "method": "textDocument/documentSymbol",
+                     "params": {"textDocument": {"uri": server.probe_uri}}})
+    except OSError:  # the server closed its input: it ended
+        server.process.wait()
+        return f"the server ended (status {server.process.returncode})"
     deadline = time.monotonic() + 3 * timeout  # before the runner's own watchdog (five times)
     answer = None
     while answer is None:

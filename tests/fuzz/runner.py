@@ -333,6 +333,9 @@ def run(cases: int, seed: int = 0, timeout: float = 20.0, start: int = 0, progre
             except Hang:
                 failure, excerpt = "hang", f"more than {timeout:g} CPU seconds or {Watchdog.WALL_FACTOR * timeout:g} wall seconds"
                 result = None
+                if ws.server is not None and category == "lsp":  # the next case gets a server of its own
+                    ws.server.close()
+                    ws.server = None
             if failure and failure.startswith("hang"):
                 report.hangs += 1
             elapsed, cpu = time.perf_counter() - began, time.process_time() - began_cpu
