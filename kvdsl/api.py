@@ -41,6 +41,16 @@ def evaluate_paths(paths: Iterable[str], settings: Iterable[Setting] = ()):
 def solve_unknowns(program: Program, base: dict) -> dict:
     """Values for the `?` cells: each solved against its block's `fits`, or its workload's targets when
     the workload sets some (`base`: the values without them)."""
+    plain = bool(program.evaluated) and base == program.evaluated[0]
+    if plain and program.solved is not None:
+        return dict(program.solved)
+    solved = _solved(program, base)
+    if plain:
+        program.solved = dict(solved)
+    return solved
+
+
+def _solved(program: Program, base: dict) -> dict:
     unknowns = [rc for rc in program.cells.values() if rc.form == "unknown" and not program.blocks[rc.block].prelude]
     if not unknowns:
         return {}

@@ -2,17 +2,22 @@
 
 Settings that only change numbers or flags are applied to the program built
 without them (`with_literals`), which costs far less than resolving the whole
-workspace again.
+workspace again.  The program without settings is also kept on disk
+(`kvdsl/cache.py`) once the same files have been built twice, with its
+plain evaluation and `?` answers, and read back while none of its files changed.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections import OrderedDict
 from typing import Iterable, Optional
 
+from . import cache
 from .errors import KvdslError
 from .graph import Program, build, merged_blocks, with_literals
-from .loader import load
+from .loader import fingerprint_of, load
 from .settings import Setting, literal_setting, settings_as_usage_errors, settings_by_block
 
 
@@ -31,11 +36,18 @@ def build_program(paths: Iterable[str], settings: Iterable[Setting] = ()) -> Pro
     the last few built (up to BUILT_KEPT programs and BUILT_CELLS_KEPT cells)
     are kept and handed out again.
     """
-    settings = list(settings)
-    workspace = load(list(paths))
-    key = (workspace.fingerprint, tuple((s.block, s.cell.source, s.cell.span.path) for s in settings))
+    settings, paths = list(settings), [str(p) for p in paths]
+    question = json.dumps([os.getcwd(), paths])
+    fingerprint = _stored(question)
+    workspace = None
+    if fingerprint is None:
+        workspace = load(paths)
+        fingerprint = workspace.fingerprint
+    key = (fingerprint, tuple((s.block, s.cell.source, s.cell.span.path) for s in settings))
     if key not in _BUILT:
-        _keep(key, _build(workspace, settings))
+        if workspace is None and not _BUILT.get((fingerprint, ())):
+            workspace = load(paths)
+        _keep(key, _build(workspace, settings, fingerprint, question, lambda: load(paths)))
     _BUILT.move_to_end(key)
     while len(_BUILT) > 1 and (len(_BUILT) > BUILT_KEPT or sum(own for _, own in _BUILT.values()) > BUILT_CELLS_KEPT):
         _BUILT.popitem(last=False)
@@ -48,42 +60,89 @@ def _keep(key: tuple, program: Program) -> None:
 
 
 def forget_programs() -> None:
-    """Drop the programs kept by `build_program` (their memory can then be reused)."""
+    """Drop the programs kept by `build_program` (their memory can then be reused), once those due are on disk."""
+    store_pending()
     _BUILT.clear()
+    _HEADERS.clear()
 
 
-def _build(workspace, settings: list) -> Program:
+def _build(workspace, settings: list, fingerprint: str, question: str, reload) -> Program:
+    """The program of `workspace` (loaded by `reload()` when None: the plain program is kept) with `settings`."""
     if not settings:
-        return build(workspace)
-    if workspace.errors:
+        return _plain(workspace, question)
+    base = _BUILT.get((fingerprint, ()), (None,))[0]
+    if base is None and workspace.errors:
         raise_workspace(workspace)
-    base = _BUILT.get((workspace.fingerprint, ()), (None,))[0]
     if base is None and all(literal_setting(s) for s in settings):
-        base = _plain_program(workspace)
+        base = _plain_program(workspace, question)
     blocks = base.blocks if base is not None else merged_blocks(workspace)
     overrides = settings_by_block(blocks, settings)
     program = with_literals(base, overrides) if base is not None else None
     if program is not None:
         return program
+    workspace = workspace or reload()
     with settings_as_usage_errors():
         return build(workspace, overrides)
 
 
-def _plain_program(workspace) -> Optional[Program]:
+def _plain_program(workspace, question: str) -> Optional[Program]:
     """The workspace's program without settings, built and kept, or None if it has errors.
 
     Settings that only change literals are applied to it (`with_literals`),
     which costs far less than resolving the whole workspace again.
     """
     try:
-        program = build(workspace)
+        program = _plain(workspace, question)
     except KvdslError:  # settings may supply what the spec lacks
         return None
     _keep((workspace.fingerprint, ()), program)
     return program
 
 
-def raise_workspace(workspace) -> None:
-    from .errors import raise_all
+# ---- the plain program on disk ---------------------------------------------------------
 
-    raise_all(workspace.errors)
+# question -> the header of its last plain program built or read here, and whether the disk has it
+_HEADERS: dict = {}
+
+
+def _stored(question: str) -> Optional[str]:
+    """The fingerprint of the plain program for `question` when it is kept (here or on disk) and its files did not change."""
+    known = _HEADERS.get(question)
+    if known is not None and (known[0]["fingerprint"], ()) in _BUILT:
+        if fingerprint_of(known[0]["sources"]) == known[0]["fingerprint"]:
+            return known[0]["fingerprint"]
+    found = cache.load_program(question, lambda header: fingerprint_of(header["sources"]) == header["fingerprint"])
+    if found is None:
+        return None
+    header, program = found
+    _HEADERS[question] = (header, program is not None)
+    if program is None:
+        return None
+    _keep((header["fingerprint"], ()), program)
+    return header["fingerprint"]
+
+
+def _plain(workspace, question: str) -> Program:
+    """The program of `workspace` without settings; kept on disk (by `store_pending`) the second time its files are built."""
+    program = build(workspace)
+    header = {"fingerprint": workspace.fingerprint, "sources": workspace.sources}
+    known = _HEADERS.get(question)
+    if known is not None and known[0]["fingerprint"] == workspace.fingerprint:
+        if not known[1]:
+            _PENDING[question] = (header, program)
+    else:
+        cache.store_program(question, header)
+        _HEADERS[question] = (header, False)
+    return program
+
+
+# question -> (header, program) to write to disk once the command is done with it (its evaluation included)
+_PENDING: dict = {}
+
+
+def store_pending() -> None:
+    """Write the programs built for the second time to disk, with what was computed of them (`evaluated`, `solved`)."""
+    while _PENDING:
+        question, (header, program) = _PENDING.popitem()
+        cache.store_program(question, header, program)
+        _HEADERS[question] = (header, True)

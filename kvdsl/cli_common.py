@@ -48,6 +48,10 @@ def reports_errors(fn):
             click.echo(f"internal error: {type(exc).__name__}: {exc}\n"
                        "this is a bug in kvdsl; run with KVDSL_DEBUG=1 for the traceback", err=True)
             sys.exit(EXIT_INTERNAL_ERROR)
+        finally:
+            built = sys.modules.get("kvdsl.build")
+            if built is not None:  # programs built a second time are kept on disk for the next command
+                built.store_pending()
 
     return wrapper
 

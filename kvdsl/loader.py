@@ -8,8 +8,9 @@ import hashlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional
 
-from .errors import ImportFailure, KvdslError, Span, flatten
+from .errors import ImportFailure, KvdslError, Span, flatten, remember_source
 from .model import Block, Defaults, FnDef, Import, SpecFile
 from .parser import parse_cached, read_spec
 
@@ -42,6 +43,8 @@ class Workspace:
     # a digest of every file's display path and text, in load order: two
     # workspaces with the same one resolve to the same program
     fingerprint: str = ""
+    # (path as reached, resolved path, display path, is_prelude) of each file read, in load order
+    sources: list = field(default_factory=list)
 
 
 def display_path(path: Path) -> str:
@@ -67,6 +70,7 @@ class _Loader:
 
     def load(self, path: Path, prelude: bool, span: Span | None = None) -> None:
         overlay = _OVERLAY.get()
+        reached = path
         try:
             path = path.resolve()
             is_file, is_dir, exists = path.is_file() or path in overlay, path.is_dir(), path.exists()
@@ -87,8 +91,8 @@ class _Loader:
             return
         try:
             text = overlay[path] if path in overlay else read_spec(path, shown)
-            self.digest.update(f"{len(shown)}:{shown}{len(text)}:{int(prelude)}".encode("utf-8", "surrogatepass"))
-            self.digest.update(text.encode("utf-8", "surrogatepass"))
+            _digest(self.digest, shown, text, prelude)
+            self.ws.sources.append((str(reached), str(path), shown, prelude))
             spec = parse_cached(text, shown)
         except KvdslError as exc:
             self.ws.errors.extend(flatten(exc))
@@ -111,6 +115,33 @@ class _Loader:
                 self.ws.defaults.append((item, prelude))
             elif isinstance(item, FnDef):
                 self.ws.functions.append((item, prelude))
+
+
+def _digest(digest, shown: str, text: str, prelude: bool) -> None:
+    digest.update(f"{len(shown)}:{shown}{len(text)}:{int(prelude)}".encode("utf-8", "surrogatepass"))
+    digest.update(text.encode("utf-8", "surrogatepass"))
+
+
+def fingerprint_of(sources: list) -> Optional[str]:
+    """The fingerprint the files of `sources` (a workspace's `sources`) have now, or None if one cannot be read.
+
+    The files are read (an editor's unsaved buffer in place of its file) but
+    not parsed, and kept for quoting in messages.  Equal to the workspace's
+    `fingerprint` when no file changed: then `load` would find the same files.
+    """
+    overlay = _OVERLAY.get()
+    digest = hashlib.blake2b(digest_size=20)
+    try:
+        for reached, resolved, shown, prelude in sources:
+            path = Path(reached).resolve()
+            if str(path) != resolved or display_path(path) != shown:
+                return None
+            text = overlay[path] if path in overlay else read_spec(path, shown)
+            _digest(digest, shown, text, prelude)
+            remember_source(shown, text)
+    except (KvdslError, OSError, ValueError, RuntimeError):
+        return None
+    return digest.hexdigest()
 
 
 def prelude_files() -> list[Path]:
