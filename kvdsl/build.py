@@ -146,3 +146,9 @@ def store_pending() -> None:
         question, (header, program) = _PENDING.popitem()
         cache.store_program(question, header, program)
         _HEADERS[question] = (header, True)
+
+
+def raise_workspace(workspace) -> None:
+    from .errors import raise_all
+
+    raise_all(workspace.errors)
