@@ -29,25 +29,27 @@ BUILT_KEPT = 16
 BUILT_CELLS_KEPT = 40_000  # about three catalogs, 90 MiB; the newest program is kept whatever its size
 
 
-def build_program(paths: Iterable[str], settings: Iterable[Setting] = ()) -> Program:
+def build_program(paths: Iterable[str], settings: Iterable[Setting] = (), leave_out: tuple = ()) -> Program:
     """Load specs and resolve them, applying settings; raise every error found.
 
     The same files (same texts) with the same settings give the same program:
     the last few built (up to BUILT_KEPT programs and BUILT_CELLS_KEPT cells)
-    are kept and handed out again.
+    are kept and handed out again.  Blocks of the kinds in `leave_out` are
+    read from the given files only, not from those they import.
     """
     settings, paths = list(settings), [str(p) for p in paths]
-    question = json.dumps([os.getcwd(), paths])
+    leave_out = tuple(leave_out)
+    question = json.dumps([os.getcwd(), paths, leave_out])
     fingerprint = _stored(question)
     workspace = None
     if fingerprint is None:
-        workspace = load(paths)
+        workspace = load(paths, leave_out)
         fingerprint = workspace.fingerprint
     key = (fingerprint, tuple((s.block, s.cell.source, s.cell.span.path) for s in settings))
     if key not in _BUILT:
         if workspace is None and not _BUILT.get((fingerprint, ())):
-            workspace = load(paths)
-        _keep(key, _build(workspace, settings, fingerprint, question, lambda: load(paths)))
+            workspace = load(paths, leave_out)
+        _keep(key, _build(workspace, settings, fingerprint, question, lambda: load(paths, leave_out)))
     _BUILT.move_to_end(key)
     while len(_BUILT) > 1 and (len(_BUILT) > BUILT_KEPT or sum(own for _, own in _BUILT.values()) > BUILT_CELLS_KEPT):
         _BUILT.popitem(last=False)
@@ -109,9 +111,9 @@ def _stored(question: str) -> Optional[str]:
     """The fingerprint of the plain program for `question` when it is kept (here or on disk) and its files did not change."""
     known = _HEADERS.get(question)
     if known is not None and (known[0]["fingerprint"], ()) in _BUILT:
-        if fingerprint_of(known[0]["sources"]) == known[0]["fingerprint"]:
+        if _current(known[0]):
             return known[0]["fingerprint"]
-    found = cache.load_program(question, lambda header: fingerprint_of(header["sources"]) == header["fingerprint"])
+    found = cache.load_program(question, _current)
     if found is None:
         return None
     header, program = found
@@ -122,10 +124,15 @@ def _stored(question: str) -> Optional[str]:
     return header["fingerprint"]
 
 
+def _current(header: dict) -> bool:
+    """Do the files a program was built from still have the texts they had?"""
+    return fingerprint_of(header["sources"], header["leave_out"]) == header["fingerprint"]
+
+
 def _plain(workspace, question: str) -> Program:
     """The program of `workspace` without settings; kept on disk (by `store_pending`) the second time its files are built."""
     program = build(workspace)
-    header = {"fingerprint": workspace.fingerprint, "sources": workspace.sources}
+    header = {"fingerprint": workspace.fingerprint, "sources": workspace.sources, "leave_out": workspace.leave_out}
     known = _HEADERS.get(question)
     if known is not None and known[0]["fingerprint"] == workspace.fingerprint:
         if not known[1]:

@@ -45,6 +45,7 @@ class Workspace:
     fingerprint: str = ""
     # (path as reached, resolved path, display path, is_prelude) of each file read, in load order
     sources: list = field(default_factory=list)
+    leave_out: tuple = ()  # kinds of blocks read from the given files only
 
 
 def display_path(path: Path) -> str:
@@ -62,11 +63,12 @@ def display_path(path: Path) -> str:
 
 
 class _Loader:
-    def __init__(self):
+    def __init__(self, leave_out: tuple = ()):
         self.ws = Workspace()
         self.done: set[Path] = set()
         self.stack: list[Path] = []
-        self.digest = hashlib.blake2b(digest_size=20)
+        self.digest = _new_digest(leave_out)
+        self.leave_out = self.ws.leave_out = leave_out
 
     def load(self, path: Path, prelude: bool, span: Span | None = None) -> None:
         overlay = _OVERLAY.get()
@@ -110,11 +112,19 @@ class _Loader:
             if isinstance(item, Import):
                 self.load(path.parent / item.path, prelude, item.span)
             elif isinstance(item, Block):
-                self.ws.blocks.append((item, prelude))
+                if item.kind not in self.leave_out or len(self.stack) == 1:  # a given file's (or the prelude's)
+                    self.ws.blocks.append((item, prelude))
             elif isinstance(item, Defaults):
                 self.ws.defaults.append((item, prelude))
             elif isinstance(item, FnDef):
                 self.ws.functions.append((item, prelude))
+
+
+def _new_digest(leave_out: tuple):
+    digest = hashlib.blake2b(digest_size=20)
+    if leave_out:
+        digest.update(("left out: " + ",".join(leave_out) + "\n").encode())
+    return digest
 
 
 def _digest(digest, shown: str, text: str, prelude: bool) -> None:
@@ -122,7 +132,7 @@ def _digest(digest, shown: str, text: str, prelude: bool) -> None:
     digest.update(text.encode("utf-8", "surrogatepass"))
 
 
-def fingerprint_of(sources: list) -> Optional[str]:
+def fingerprint_of(sources: list, leave_out: tuple = ()) -> Optional[str]:
     """The fingerprint the files of `sources` (a workspace's `sources`) have now, or None if one cannot be read.
 
     The files are read (an editor's unsaved buffer in place of its file) but
@@ -130,7 +140,7 @@ def fingerprint_of(sources: list) -> Optional[str]:
     `fingerprint` when no file changed: then `load` would find the same files.
     """
     overlay = _OVERLAY.get()
-    digest = hashlib.blake2b(digest_size=20)
+    digest = _new_digest(leave_out)
     try:
         for reached, resolved, shown, prelude in sources:
             path = Path(reached).resolve()
@@ -148,9 +158,13 @@ def prelude_files() -> list[Path]:
     return sorted(PRELUDE.glob("*.kvspec"))
 
 
-def load(paths: list[str]) -> Workspace:
-    """Load the prelude and the given files (with their imports, each once)."""
-    loader = _Loader()
+def load(paths: list[str], leave_out: tuple = ()) -> Workspace:
+    """Load the prelude and the given files (with their imports, each once).
+
+    Blocks of the kinds in `leave_out` are read only from the given files,
+    not from the files they import (`plan` needs no other deployment).
+    """
+    loader = _Loader(tuple(leave_out))
     for path in prelude_files():
         loader.load(path, prelude=True)
     for given in paths:
