@@ -37,46 +37,49 @@ def build_program(paths: Iterable[str], settings: Iterable[Setting] = (), leave_
     are kept and handed out again.  Blocks of the kinds in `leave_out` are
     read from the given files only, not from those they import.
     """
-    settings, paths = list(settings), [str(p) for p in paths]
-    leave_out = tuple(leave_out)
+    settings, paths, leave_out = list(settings), [str(p) for p in paths], tuple(leave_out)
     question = json.dumps([os.getcwd(), paths, leave_out])
-    fingerprint = _stored(question)
+    fingerprint = _known_fingerprint(question)
+    if fingerprint is not None and (fingerprint, ()) not in _BUILT:
+        stored = cache.load_program(fingerprint)
+        if stored is not None:
+            _keep((fingerprint, ()), stored)
     workspace = None
-    if fingerprint is None:
+    if fingerprint is None or (fingerprint, ()) not in _BUILT:
         workspace = load(paths, leave_out)
         fingerprint = workspace.fingerprint
+        _remember_where(question, workspace)
     key = (fingerprint, tuple((s.block, s.cell.source, s.cell.span.path) for s in settings))
     if key not in _BUILT:
-        if workspace is None and not _BUILT.get((fingerprint, ())):
-            workspace = load(paths, leave_out)
-        _keep(key, _build(workspace, settings, fingerprint, question, lambda: load(paths, leave_out)))
+        _keep(key, _build(workspace, settings, fingerprint, lambda: load(paths, leave_out)))
     _BUILT.move_to_end(key)
-    while len(_BUILT) > 1 and (len(_BUILT) > BUILT_KEPT or sum(own for _, own in _BUILT.values()) > BUILT_CELLS_KEPT):
-        _BUILT.popitem(last=False)
     return _BUILT[key][0]
 
 
 def _keep(key: tuple, program: Program) -> None:
     """Keep a program; one made by `with_literals` shares all but its settings' cells with another."""
     _BUILT[key] = (program, program.own_cells if program.own_cells is not None else len(program.cells))
+    _BUILT.move_to_end(key)
+    while len(_BUILT) > 1 and (len(_BUILT) > BUILT_KEPT or sum(own for _, own in _BUILT.values()) > BUILT_CELLS_KEPT):
+        _BUILT.popitem(last=False)
 
 
 def forget_programs() -> None:
     """Drop the programs kept by `build_program` (their memory can then be reused), once those due are on disk."""
     store_pending()
     _BUILT.clear()
-    _HEADERS.clear()
+    _WHERE.clear()
 
 
-def _build(workspace, settings: list, fingerprint: str, question: str, reload) -> Program:
-    """The program of `workspace` (loaded by `reload()` when None: the plain program is kept) with `settings`."""
+def _build(workspace, settings: list, fingerprint: str, reload) -> Program:
+    """The program of `workspace` (loaded by `reload()` when None: its plain program is kept) with `settings`."""
     if not settings:
-        return _plain(workspace, question)
+        return program_of(workspace)
     base = _BUILT.get((fingerprint, ()), (None,))[0]
     if base is None and workspace.errors:
         raise_workspace(workspace)
     if base is None and all(literal_setting(s) for s in settings):
-        base = _plain_program(workspace, question)
+        base = _plain_program(workspace)
     blocks = base.blocks if base is not None else merged_blocks(workspace)
     overrides = settings_by_block(blocks, settings)
     program = with_literals(base, overrides) if base is not None else None
@@ -87,72 +90,69 @@ def _build(workspace, settings: list, fingerprint: str, question: str, reload) -
         return build(workspace, overrides)
 
 
-def _plain_program(workspace, question: str) -> Optional[Program]:
+def _plain_program(workspace) -> Optional[Program]:
     """The workspace's program without settings, built and kept, or None if it has errors.
 
     Settings that only change literals are applied to it (`with_literals`),
     which costs far less than resolving the whole workspace again.
     """
     try:
-        program = _plain(workspace, question)
+        return program_of(workspace)
     except KvdslError:  # settings may supply what the spec lacks
         return None
-    _keep((workspace.fingerprint, ()), program)
-    return program
 
 
-# ---- the plain program on disk ---------------------------------------------------------
+def program_of(workspace) -> Program:
+    """The program of a loaded workspace without settings: kept in this process, read from disk, or built.
 
-# question -> the header of its last plain program built or read here, and whether the disk has it
-_HEADERS: dict = {}
+    A program built for the second time (the first leaves a mark on disk) is
+    written to disk by `store_pending`, once the command is done with it.
+    """
+    key = (workspace.fingerprint, ())
+    if key not in _BUILT:
+        program = cache.load_program(workspace.fingerprint)
+        if program is None:
+            program = build(workspace)
+            if cache.seen(workspace.fingerprint):
+                _PENDING[workspace.fingerprint] = program
+            else:
+                cache.mark_seen(workspace.fingerprint)
+        _keep(key, program)
+    _BUILT.move_to_end(key)
+    return _BUILT[key][0]
 
 
-def _stored(question: str) -> Optional[str]:
-    """The fingerprint of the plain program for `question` when it is kept (here or on disk) and its files did not change."""
-    known = _HEADERS.get(question)
-    if known is not None and (known[0]["fingerprint"], ()) in _BUILT:
-        if _current(known[0]):
-            return known[0]["fingerprint"]
-    found = cache.load_program(question, _current)
-    if found is None:
+# ---- where a question's files are ---------------------------------------------------
+
+# question (working directory, paths, kinds left out) -> the header of the files it loaded last
+_WHERE: dict = {}
+
+
+def _known_fingerprint(question: str) -> Optional[str]:
+    """The fingerprint of the files `question` loaded last, if none of them changed since (read, not parsed)."""
+    header = _WHERE.get(question) or cache.load_where(question)
+    if header is None or fingerprint_of(header["sources"], header["leave_out"]) != header["fingerprint"]:
         return None
-    header, program = found
-    _HEADERS[question] = (header, program is not None)
-    if program is None:
-        return None
-    _keep((header["fingerprint"], ()), program)
+    _WHERE[question] = header
     return header["fingerprint"]
 
 
-def _current(header: dict) -> bool:
-    """Do the files a program was built from still have the texts they had?"""
-    return fingerprint_of(header["sources"], header["leave_out"]) == header["fingerprint"]
-
-
-def _plain(workspace, question: str) -> Program:
-    """The program of `workspace` without settings; kept on disk (by `store_pending`) the second time its files are built."""
-    program = build(workspace)
+def _remember_where(question: str, workspace) -> None:
     header = {"fingerprint": workspace.fingerprint, "sources": workspace.sources, "leave_out": workspace.leave_out}
-    known = _HEADERS.get(question)
-    if known is not None and known[0]["fingerprint"] == workspace.fingerprint:
-        if not known[1]:
-            _PENDING[question] = (header, program)
-    else:
-        cache.store_program(question, header)
-        _HEADERS[question] = (header, False)
-    return program
+    if _WHERE.get(question) != header:
+        _WHERE[question] = header
+        cache.store_where(question, header)
 
 
-# question -> (header, program) to write to disk once the command is done with it (its evaluation included)
+# fingerprint -> a program to write to disk once the command is done with it (its evaluation included)
 _PENDING: dict = {}
 
 
 def store_pending() -> None:
     """Write the programs built for the second time to disk, with what was computed of them (`evaluated`, `solved`)."""
     while _PENDING:
-        question, (header, program) = _PENDING.popitem()
-        cache.store_program(question, header, program)
-        _HEADERS[question] = (header, True)
+        fingerprint, program = _PENDING.popitem()
+        cache.store_program(fingerprint, program)
 
 
 def raise_workspace(workspace) -> None:

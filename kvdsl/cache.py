@@ -5,13 +5,14 @@ A parsed file is keyed by its text, the path messages show for it, and the
 code that parses (grammar, transformer, spec model): any change to one of them
 is a different key, so an entry is never stale.
 
-A program is keyed by the question (the paths given, the working directory)
-and by every file of kvdsl's code and the names of its prelude files; its
-entry begins with a header naming every file the build read and the digest of
-their texts (`Workspace.sources`, `fingerprint`), and is used only when the
-files read now give the same digest.  A program is kept the second time the
-same files are built, so specs built once (a test's, an editor's buffer) cost
-no more than before.
+A program is keyed by its workspace's fingerprint (a digest of every file's
+display path and text, `Workspace.fingerprint`) and by every file of
+kvdsl's code and the names of its prelude files.  It is kept the second
+time the same files are built (the first leaves a mark), so specs built
+once (a test's, an editor's buffer) cost no more than before.  Beside it,
+each question (the paths given, the working directory) keeps the files it
+loaded last and their fingerprint, so a command finds its program by
+reading those files, without parsing them.
 
 Entries live in `$KVDSL_CACHE_DIR`, else `$XDG_CACHE_HOME/kvdsl`, else
 `~/.cache/kvdsl`; `KVDSL_NO_CACHE=1` turns the cache off.  Every failure to
@@ -133,58 +134,76 @@ def _package_fingerprint() -> bytes:
     return digest.digest()
 
 
-def _program_entry(question: str, suffix: str) -> Optional[Path]:
+def _program_entry(key: str, suffix: str) -> Optional[Path]:
     folder = directory()
     if folder is None:
         return None
     folder = folder / "programs"
     folder.mkdir(exist_ok=True, mode=0o700)
-    digest = hashlib.sha256(_package_fingerprint() + question.encode("utf-8", "surrogatepass"))
+    digest = hashlib.sha256(_package_fingerprint() + key.encode("utf-8", "surrogatepass"))
     return folder / f"{digest.hexdigest()}{suffix}"
 
 
-def load_program(question: str, current):
-    """(header, program or None) stored for `question`, or None.
-
-    `current(header)` says whether the header still describes the files (it
-    reads them): an entry whose header it refuses is not read further.  The
-    program is None when only the header was kept (the first build).
-    """
+def load_program(fingerprint: str):
+    """The program kept for the workspace with this fingerprint, or None."""
     try:
-        for suffix in (".pickle", ".seen"):  # a program kept earlier may be stale while its files' new header is seen
-            entry = _program_entry(question, suffix)
-            if entry is None or not entry.is_file():
-                continue
-            with entry.open("rb") as stream:
-                header = pickle.load(stream)
-                if not current(header):
-                    continue
-                return header, (_load_frozen(stream) if suffix == ".pickle" else None)
+        entry = _program_entry(fingerprint, ".pickle")
+        if entry is None or not entry.is_file():
+            return None
+        with entry.open("rb") as stream:
+            enabled = gc.isenabled()
+            gc.disable()  # hazard: a program is a million small objects; collecting while they arrive costs more than reading them
+            try:
+                program = pickle.load(stream)
+                gc.freeze()  # long-lived: never scanned again (what is dropped is still freed by reference counting)
+            finally:
+                if enabled:
+                    gc.enable()
+        return program
     except Exception:  # a truncated or foreign entry: build instead
         return None
-    return None
 
 
-def _load_frozen(stream):
-    """The next object of `stream`, out of the garbage collector's way."""
-    enabled = gc.isenabled()
-    gc.disable()  # hazard: a program is a million small objects; collecting while they arrive costs more than reading them
+def store_program(fingerprint: str, program) -> None:
+    """Keep the program of the workspace with this fingerprint, atomically; never an error."""
+    _store(fingerprint, ".pickle", program, PROGRAM_ENTRIES)
+
+
+def seen(fingerprint: str) -> bool:
+    """Was a program of this fingerprint built before (`mark_seen`)?"""
     try:
-        found = pickle.load(stream)
-        gc.freeze()  # long-lived: never scanned again (what is dropped is still freed by reference counting)
-    finally:
-        if enabled:
-            gc.enable()
-    return found
+        entry = _program_entry(fingerprint, ".seen")
+        return entry is not None and entry.is_file()
+    except OSError:
+        return False
 
 
-def store_program(question: str, header: dict, program=None) -> None:
-    """Keep the program for `question` with its header, or (program None) the header alone; atomically, never an error."""
+def mark_seen(fingerprint: str) -> None:
+    _store(fingerprint, ".seen", None, MAX_ENTRIES)
+
+
+def load_where(question: str) -> Optional[dict]:
+    """The header (`sources`, `leave_out`, `fingerprint`) of the files `question` loaded last, or None."""
     try:
-        entry = _program_entry(question, ".pickle" if program is not None else ".seen")
+        entry = _program_entry(question, ".where")
+        if entry is None or not entry.is_file():
+            return None
+        with entry.open("rb") as stream:
+            return pickle.load(stream)
+    except Exception:
+        return None
+
+
+def store_where(question: str, header: dict) -> None:
+    _store(question, ".where", header, MAX_ENTRIES)
+
+
+def _store(key: str, suffix: str, obj, kept: int) -> None:
+    try:
+        entry = _program_entry(key, suffix)
         if entry is None:
             return
-        _write(entry, header, *([program] if program is not None else []))
-        _prune(entry.parent, entry.suffix, PROGRAM_ENTRIES if program is not None else MAX_ENTRIES)
+        _write(entry, obj)
+        _prune(entry.parent, suffix, kept)
     except Exception:  # a full disk, a read-only home, a program too deep to pickle
         return

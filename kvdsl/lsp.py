@@ -26,6 +26,7 @@ from pygls.uris import from_fs_path, to_fs_path
 from . import __version__
 from . import lsp_analysis as an
 from . import lsp_complete
+from .build import store_pending
 from .errors import KvdslError, Span, split_lines, source_line
 
 STACK_BYTES = 256 * 2**20
@@ -154,6 +155,7 @@ class KvdslServer(LanguageServer):
         if analysis.good:
             doc.good = analysis
         self.publish(doc, analysis)
+        self.pool.submit(store_pending)  # a program built for the second time is kept on disk, after the diagnostics
         for other in self.documents.values():  # files that import this one see its new text
             if other is not doc and other.latest is not None and doc.path != other.path and analysis.shown in other.latest.files:
                 self.schedule(other, DEBOUNCE_SECONDS)

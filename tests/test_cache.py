@@ -202,6 +202,10 @@ def _built_anew(paths: list):
     return build_program(paths)
 
 
+def kept_fingerprint(spec: Path) -> str:
+    return load([str(spec)]).fingerprint
+
+
 def _same(one, other) -> None:
     assert list(one.cells) == list(other.cells) and one.order == other.order
     for key, rc in one.cells.items():
@@ -211,7 +215,7 @@ def _same(one, other) -> None:
     assert evaluate(one) == evaluate(other)
 
 
-def test_a_program_is_kept_on_disk_the_second_time_its_files_are_built(cache_dir, tmp_path):
+def test_a_program_is_kept_on_disk_the_second_time_its_files_are_built(cache_dir, tmp_path, monkeypatch):
     spec = tmp_path / "m.kvspec"
     spec.write_text(SPEC)
     first = _built_anew([str(spec)])
@@ -226,6 +230,15 @@ def test_a_program_is_kept_on_disk_the_second_time_its_files_are_built(cache_dir
         _same(first, program)
     spec.write_text(SPEC.replace("layers = 2", "layers = 5"))  # a changed file: built again, never the stale entry
     assert evaluate(_built_anew([str(spec)]))[("m", "layers")] == 5
+    spec.write_text(SPEC)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "m.kvspec").write_text(SPEC)
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        evaluate(_built_anew(["m.kvspec"]))
+    monkeypatch.chdir(elsewhere)  # the same texts at the same display paths: the same program
+    assert _built_anew(["m.kvspec"]).evaluated
     forget_programs()
 
 
@@ -234,11 +247,14 @@ def test_a_program_on_disk_is_not_read_for_other_code_or_when_damaged(cache_dir,
     spec.write_text(SPEC)
     for _ in range(3):
         kept = _built_anew([str(spec)])
+        evaluate(kept)
     forget_programs()
     [entry] = _kept(cache_dir, ".pickle")
     entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])  # cut short
     _same(kept, _built_anew([str(spec)]))
+    _same(kept, _built_anew([str(spec)]))  # built again, and kept again the next time
+    assert cache.load_program(kept_fingerprint(spec)) is not None
     monkeypatch.setattr(cache, "_package_fingerprint", lambda: b"another version of kvdsl")
-    assert cache.load_program("anything", lambda header: True) is None
+    assert cache.load_program(kept_fingerprint(spec)) is None
     _same(kept, _built_anew([str(spec)]))
     forget_programs()
