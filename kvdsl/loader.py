@@ -144,8 +144,8 @@ def fingerprint_of(sources: list, leave_out: tuple = ()) -> Optional[str]:
     try:
         for reached, resolved, shown, prelude in sources:
             path = Path(reached).resolve()
-            if str(path) != resolved or display_path(path) != shown:
-                return None
+            if str(path) != resolved or display_path(path) != shown or not (path in overlay or path.is_file()):
+                return None  # moved, or no longer a regular file (a FIFO would block the read): load it again
             text = overlay[path] if path in overlay else read_spec(path, shown)
             _digest(digest, shown, text, prelude)
             remember_source(shown, text)

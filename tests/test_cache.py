@@ -258,3 +258,23 @@ def test_a_program_on_disk_is_not_read_for_other_code_or_when_damaged(cache_dir,
     assert cache.load_program(kept_fingerprint(spec)) is None
     _same(kept, _built_anew([str(spec)]))
     forget_programs()
+
+
+def test_a_file_that_became_a_fifo_is_not_read_to_check_a_kept_program(cache_dir, tmp_path, monkeypatch):
+    import os
+    import signal
+
+    spec = tmp_path / "m.kvspec"
+    spec.write_text(SPEC)
+    for _ in range(2):
+        _built_anew([str(spec)])
+    spec.unlink()
+    os.mkfifo(spec)
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("reading the FIFO blocked"))
+    signal.alarm(20)
+    try:
+        forget_programs()
+        with pytest.raises(KvdslError, match="not a regular file"):
+            build_program([str(spec)])
+    finally:
+        signal.alarm(0)
