@@ -144,6 +144,12 @@ def _program_entry(key: str, suffix: str) -> Optional[Path]:
     return folder / f"{digest.hexdigest()}{suffix}"
 
 
+# set by the commands (`kvdsl/cli_common.py`), which each build one long-lived program: a program
+# read back is then frozen out of the cycle collector's reach (its objects are still freed by
+# their reference counts once unused); a library's caller keeps the collector as it set it
+freeze_loaded = False
+
+
 def load_program(fingerprint: str):
     """The program kept for the workspace with this fingerprint, or None."""
     try:
@@ -155,7 +161,8 @@ def load_program(fingerprint: str):
             gc.disable()  # hazard: a program is a million small objects; collecting while they arrive costs more than reading them
             try:
                 program = pickle.load(stream)
-                gc.freeze()  # long-lived: never scanned again (what is dropped is still freed by reference counting)
+                if freeze_loaded:
+                    gc.freeze()
             finally:
                 if enabled:
                     gc.enable()

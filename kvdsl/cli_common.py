@@ -71,6 +71,9 @@ def _fewer_collections() -> None:
     if gc.get_threshold()[0] != _YOUNGEST:
         gc.freeze()
         gc.set_threshold(_YOUNGEST, 20, 20)
+        from . import cache
+
+        cache.freeze_loaded = True  # and a program read back from disk, as it arrives
 
 
 _YOUNGEST = 50_000
