@@ -11,6 +11,7 @@ names `block.cell` keep base units and equal `kvdsl eval`.
 from __future__ import annotations
 
 import weakref
+from fractions import Fraction
 from typing import Optional
 
 from dataclasses import dataclass
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 from ..labels import describe, is_labelled
 from .names import cell_name, ids_name
 from .validation import GIB, bounds, data_validation, example_text, human_unit
-from .values import write_value
+from .values import stored_number, write_value
 
 SHEET = "Plan"
 YELLOW = "FFF2CC"
@@ -44,6 +45,7 @@ INPUTS = [
     ("workload", "Workload"),
     ("utilization", "Share of GPU memory the engine uses"),
     ("reserve_bytes", "Reserve per GPU (runtime overhead)"),
+    ("hours_per_month", "Hours per month"),
 ]
 TYPED_FORMS = ("input", "ref", "rule")
 SCALED = ("memory_per_gpu", "weights_bytes_per_gpu", "kv_bytes_per_gpu", "tpot_seconds")  # the cell in GiB or ms
@@ -72,7 +74,7 @@ class PlanSheet:
                 if rc is None or rc.form not in TYPED_FORMS or rc.scope:
                     continue
                 rule = bounds(self.program, key)
-                unit = human_unit(rc.dim, rule)
+                unit = human_unit(rc.dim, rule, [writer.values.get(key)])
                 self.inputs[key] = (section.top + 4 + i, unit, rule)
 
     # ---- what the Deployments sheet reads ------------------------------------
@@ -80,7 +82,7 @@ class PlanSheet:
     def reference(self, key) -> str:
         """The base-unit formula of a typed cell on the Deployments sheet."""
         row, unit, _ = self.inputs[key]
-        return f"='{SHEET}'!$B${row}" + (f"*{unit.factor}" if unit.factor != 1 else "")
+        return f"='{SHEET}'!$B${row}" + unit.to_base()
 
     # ---- writing --------------------------------------------------------------
 
@@ -180,9 +182,9 @@ class PlanSheet:
         write_value(self.w, target, key)
         if unit.factor != 1:
             if target.data_type == "f":
-                target.value = f"=({target.value[1:]})/{unit.factor}"
+                target.value = f"=({target.value[1:]}){unit.from_base()}"
             elif isinstance(target.value, (int, float)):
-                target.value = target.value / unit.factor
+                target.value = stored_number(Fraction(self.w.values[key]) / unit.factor)
         target.number_format = unit.number_format if unit.unit == "%" else unit.number_format.split('"')[0].strip()
         target.fill = PatternFill("solid", fgColor=YELLOW if rc.form != "rule" else PALE)
         target.font = Font(color=BLUE, bold=True)
@@ -263,7 +265,9 @@ class PlanSheet:
             ("Users served at once, all copies", "users_served", shown("users_served"), "#,##0", "users"),
             ("Meets the workload's targets", "meets_targets", f'=IF({n("meets_targets")},"Yes","No")', "General", ""),
             ("Cost per month", "cost_per_month", shown("cost_per_month"), '"$"#,##0', "USD"),
-            ("Cost per million output tokens", "cost_per_million_output_tokens",
+            ("Cost per million tokens (prompt + answer)", "cost_per_million_tokens",
+             shown("cost_per_million_tokens"), '"$"#,##0.00', "USD"),
+            ("Cost per million answer tokens", "cost_per_million_output_tokens",
              shown("cost_per_million_output_tokens"), '"$"#,##0.00', "USD"),
         ]
 

@@ -50,7 +50,7 @@ def print_setup(ws) -> None:
     ws.page_setup.orientation = "landscape"
     ws.page_setup.paperSize = ws.PAPERSIZE_A4
     ws.page_setup.fitToWidth = 1
-    ws.page_setup.fitToHeight = 0
+    ws.page_setup.fitToHeight = 1 if ws.title == "README" else 0  # the README on one page
     ws.sheet_properties.pageSetUpPr.fitToPage = True
     if ws.title in SHEETS.values():
         ws.print_title_rows = f"1:{HEADER_ROWS}"

@@ -45,7 +45,7 @@ def human_value(writer, key: Key):
     value = writer.values.get(key)
     if value is None or isinstance(value, (bool, str)):
         return value
-    return _number(value / writer.human[kind][key[1]][1].factor)
+    return stored_number(value / writer.human[kind][key[1]][1].factor)
 
 
 def human_cell(writer, ws, row: int, key: Key, base):
@@ -77,10 +77,14 @@ def write_value(writer, target, key: Key) -> None:
         target.value = "=" + cell_name((rc.scope, rc.local_name))
         writer.formulas += 1
     elif rc.form == "input":
-        target.value = _number(value)
+        target.value = stored_number(value)
         target.fill, target.font = input_style()
-    elif rc.form in ("text",):
-        text_cell(target, value or "")
+    elif rc.form == "text" and not value:
+        # an empty cell reads as 0 in a formula (Excel and LibreOffice; `formulas` as empty): the empty text, written so
+        target.value = '=""'
+        writer.formulas += 1
+    elif rc.form == "text":
+        text_cell(target, value)
     elif rc.form == "ref":
         if isinstance(rc.ref_expr, str):
             text_cell(target, rc.ref_target)
@@ -107,7 +111,7 @@ def write_value(writer, target, key: Key) -> None:
                     "export again after changing them.", "kvdsl")
         except NoLiveForm as exc:
             live = False
-            target.value = _number(value)
+            target.value = stored_number(value)
             target.comment = Comment(f"Solved by kvdsl: {exc.message}. This number does not follow the other "
                                      "inputs: export again after changing them.", "kvdsl", width=300, height=90)
         except SolveError as exc:
@@ -149,7 +153,7 @@ def _divides(expr) -> bool:
     return False
 
 
-def _number(value):
+def stored_number(value):
     """An exact value as the int or float a sheet stores."""
     if isinstance(value, bool) or value is None:
         return value
