@@ -114,6 +114,8 @@ def program_of(workspace) -> Program:
         if program is None:
             program = build(workspace)
             if cache.seen(workspace.fingerprint):
+                if len(_PENDING) >= PENDING_KEPT:  # a library's caller may never say it is done
+                    store_pending()
                 _PENDING[workspace.fingerprint] = program
             else:
                 cache.mark_seen(workspace.fingerprint)
@@ -146,6 +148,7 @@ def _remember_where(question: str, workspace) -> None:
 
 # fingerprint -> a program to write to disk once the command is done with it (its evaluation included)
 _PENDING: dict = {}
+PENDING_KEPT = 4
 
 
 def store_pending() -> None:
