@@ -55,6 +55,19 @@ def solve_unknowns(program: Program, base: dict, unanswered: Optional[list] = No
     """Values for the `?` cells: each solved against its block's `fits`, or its workload's targets when
     the workload sets some (`base`: the values without them).  Those with no answer are errors, or
     go to `unanswered` (each error with the cell's `key`) when a list is given."""
+    plain = bool(program.evaluated) and base == program.evaluated[0]
+    if plain and program.solved is not None:
+        return dict(program.solved)
+    missed = [] if unanswered is not None else None
+    solved = _solved(program, base, missed)
+    if missed:
+        unanswered.extend(missed)
+    elif plain:  # kept only when every `?` has its answer: `check` must still see the errors
+        program.solved = dict(solved)
+    return solved
+
+
+def _solved(program: Program, base: dict, unanswered: Optional[list] = None) -> dict:
     unknowns = [rc for rc in program.cells.values() if rc.form == "unknown" and not program.blocks[rc.block].prelude]
     if not unknowns:
         return {}

@@ -39,7 +39,7 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
         self._scoped: dict = {}
         self._targets: dict[Key, Optional[str]] = {}
         self._targets_busy: set = set()
-        self._seen_names: dict = {}  # (block, scope, name parts, poisoned count) -> the CellRef resolved
+        self._seen_names: dict = {}  # (block, scope) -> (poisoned count, {name parts: the CellRef resolved})
         self._dims: dict[Key, object] = {}
         self._shared_dims: dict = {}  # id(source cell) -> (the cell, {dimensions of its references: its dimension})
         self._stack: list[Key] = []

@@ -68,8 +68,8 @@ class Analysis:
 def analyze(path: Path, text: str, overlay: dict) -> Analysis:
     """Load, resolve and evaluate `path` as if `text` (and `overlay`: path -> text) were on disk."""
     from .api import solve_unknowns
+    from .build import program_of
     from .evaluate import evaluate
-    from .graph import build
     from .parser import parse_cached
 
     path = path.resolve()
@@ -85,7 +85,7 @@ def analyze(path: Path, text: str, overlay: dict) -> Analysis:
             result.files = list(workspace.files)
             result.defaults, result.blocks = list(workspace.defaults), list(workspace.blocks)
             result.functions = list(workspace.functions)
-            program = build(workspace)
+            program = program_of(workspace)  # kept from an earlier analysis of the same texts, or built
             result.program = program
             base = evaluate(program)
             solved = solve_unknowns(program, base)
