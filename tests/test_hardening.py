@@ -233,3 +233,10 @@ def test_a_caret_on_a_long_line_ends_where_the_shown_part_does(tmp_path):
     quoted, caret = r.stderr.split("\n")[1:3]
     assert caret.endswith("^") and len(caret) <= len(quoted) - 3 and quoted.endswith("...")
     assert quoted[len(caret.rstrip()) - len(caret.strip()):len(caret)].startswith('"yyy')
+
+
+def test_a_family_index_that_calls_a_function_wrongly_is_an_error_not_a_crash(tmp_path):
+    spec = tmp_path / "f.kvspec"
+    spec.write_text(MODEL + "    let sq[s in 1..3] = s\n    let x = sq[floor()]\n}\n")
+    r = cli("check", spec, code=1)
+    assert "an index is fixed before evaluation" in r.stderr and errors(r.stderr)  # was an IndexError
