@@ -2,7 +2,7 @@
 
 It makes a new environment with the oldest Python that `python_requires`
 allows (`--python`, default `python3.11`), installs every dependency and test
-dependency at its lower bound (`lark>=1.1` installs lark 1.1.0), installs
+dependency at its lower bound (`openpyxl>=3.1` installs openpyxl 3.1.0), installs
 kvdsl itself from this clone (not editable), and runs the tests from a copy of
 the clone against that installation: without LibreOffice by default
 (`--pytest-args` changes what runs).  It needs the package index and takes
