@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+from ..dims import PRELUDE_SHOWN
 from ..errors import ExportError
 from ..graph import Key, Origin
 from ..units import BYTES, SECONDS, TOKENS, USD, Dim
@@ -69,7 +70,26 @@ def human_cell(writer, ws, row: int, key: Key, base):
 
 
 def write_value(writer, target, key: Key) -> None:
-    """The value or formula of a cell, as the spec gives it."""
+    """The value or formula of a cell, as the spec gives it; one Excel refuses is an error at the text that made it."""
+    try:
+        _write_value(writer, target, key)
+    except ExportError as exc:
+        if exc.span is not None:
+            raise
+        raise at_cell(writer.program, key, exc) from None
+
+
+def at_cell(program, key: Key, exc: ExportError) -> ExportError:
+    """`exc`, unpositioned, at the cell `key`: its own line when a user wrote it; for a rule of the prelude
+    run in a user's block, that block's name (the prelude's line is named in the message)."""
+    rc, info = program.cells[key], program.blocks[key[0]]
+    if info.prelude or not rc.span.path.startswith(PRELUDE_SHOWN):
+        return ExportError(exc.message, rc.span, exc.hint)
+    return ExportError(f"`{key[1]}` of {info.kind} `{key[0]}` (the prelude's rule at {rc.span.path}:{rc.span.line}): "
+                       f"{exc.message}", info.block.name_span, exc.hint)
+
+
+def _write_value(writer, target, key: Key) -> None:
     rc = writer.program.cells[key]
     value = writer.values.get(key)
     if rc.scope and rc.origin == Origin.ENGINE and (rc.scope, rc.local_name) in writer.program.cells:
