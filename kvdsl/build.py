@@ -37,6 +37,8 @@ def build_program(paths: Iterable[str], settings: Iterable[Setting] = (), leave_
     are kept and handed out again.  Blocks of the kinds in `leave_out` are
     read from the given files only, not from those they import.
     """
+    from .progress import stage
+
     settings, paths, leave_out = list(settings), [str(p) for p in paths], tuple(leave_out)
     question = json.dumps([os.getcwd(), paths, leave_out])
     fingerprint = _known_fingerprint(question)
@@ -46,10 +48,12 @@ def build_program(paths: Iterable[str], settings: Iterable[Setting] = (), leave_
             _keep((fingerprint, ()), stored)
     workspace = None
     if fingerprint is None or (fingerprint, ()) not in _BUILT:
+        stage("reading the specs")
         workspace = load(paths, leave_out)
         fingerprint = workspace.fingerprint
         _remember_where(question, workspace)
     key = (fingerprint, tuple((s.block, s.cell.source, s.cell.span.path) for s in settings))
+    stage("resolving the blocks")
     if key not in _BUILT:
         _keep(key, _build(workspace, settings, fingerprint, lambda: load(paths, leave_out)))
     _BUILT.move_to_end(key)

@@ -23,9 +23,15 @@ def reports_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from .progress import reporting
+
         _fewer_collections()
+        command = fn.__name__[: -len("_command")] if fn.__name__.endswith("_command") else fn.__name__
         try:
-            return fn(*args, **kwargs)
+            if command == "lsp":  # a server: its stderr is its log
+                return fn(*args, **kwargs)
+            with reporting(command):
+                return fn(*args, **kwargs)
         except UsageError as exc:
             click.echo(exc.render(), err=True)
             sys.exit(EXIT_USAGE_ERROR)

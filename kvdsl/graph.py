@@ -45,6 +45,7 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
         self._stack: list[Key] = []
         self._on_stack: set = set()
         self._cycles: set = set()
+        self.blamed: set = set()  # users' cells already reported as of the wrong kind for the prelude's rules
         self._poisoned: set = set()  # reference cells already reported: names through them fail quietly
         self._broken: set = set()  # blocks whose `extends` failed: their missing cells are not reported
         self.order: list[Key] = []

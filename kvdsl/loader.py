@@ -48,10 +48,42 @@ class Workspace:
     leave_out: tuple = ()  # kinds of blocks read from the given files only
 
 
+CATALOG = "catalog:"  # `import "catalog:hardware/h200.kvspec"`: a spec of the catalog kvdsl ships
+
+
+def catalog_root() -> Path:
+    """Where the catalog's models and hardware are: `kvdsl/catalog/` of an installed package, which
+    the build copies from `specs/`; in a clone (and an editable install), `specs/` itself."""
+    installed = Path(__file__).with_name("catalog")
+    return installed if installed.is_dir() else Path(__file__).resolve().parent.parent / "specs"
+
+
+CATALOG_FOLDERS = {"model": "models", "hardware": "hardware"}  # the catalog's folder of each kind it ships
+
+
+def catalog_names(kind: str) -> list[str]:
+    """The blocks of `kind` the catalog ships (each file is named after its block)."""
+    folder = CATALOG_FOLDERS.get(kind)
+    return sorted(p.stem for p in (catalog_root() / folder).glob("*.kvspec")) if folder else []
+
+
+def catalog_import(kind: str, name: str) -> str:
+    """The import line that brings the catalog's block `name` of `kind`."""
+    return f'import "{CATALOG}{CATALOG_FOLDERS[kind]}/{name}.kvspec"'
+
+
+def spec_location(written: str, base: Path) -> Path:
+    """The file an import (or a path given to a command) names: `catalog:...` in the catalog, else from `base`."""
+    if written.startswith(CATALOG):
+        return catalog_root() / written[len(CATALOG):]
+    return base / written
+
+
 def display_path(path: Path) -> str:
     """A path as messages show it: relative to the working directory when inside it.
 
-    Prelude files always show as `kvdsl/prelude/NAME`, wherever kvdsl is installed.
+    Prelude files always show as `kvdsl/prelude/NAME`, wherever kvdsl is
+    installed; a catalog file outside the working directory as `catalog:KIND/NAME`.
     """
     if path.parent == PRELUDE.resolve():
         return f"kvdsl/prelude/{path.name}"
@@ -59,7 +91,10 @@ def display_path(path: Path) -> str:
         rel = os.path.relpath(path)
     except ValueError:
         return str(path)
-    return str(path) if rel.startswith("..") else rel
+    if not rel.startswith(".."):
+        return rel
+    root = catalog_root().resolve()
+    return CATALOG + path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 
 
 class _Loader:
@@ -110,7 +145,7 @@ class _Loader:
     def _collect(self, spec: SpecFile, path: Path, prelude: bool) -> None:
         for item in spec.items:
             if isinstance(item, Import):
-                self.load(path.parent / item.path, prelude, item.span)
+                self.load(spec_location(item.path, path.parent), prelude, item.span)
             elif isinstance(item, Block):
                 if item.kind not in self.leave_out or len(self.stack) == 1:  # a given file's (or the prelude's)
                     self.ws.blocks.append((item, prelude))
@@ -168,6 +203,6 @@ def load(paths: list[str], leave_out: tuple = ()) -> Workspace:
     for path in prelude_files():
         loader.load(path, prelude=True)
     for given in paths:
-        loader.load(Path(given), prelude=False)
+        loader.load(spec_location(str(given), Path()), prelude=False)
     loader.ws.fingerprint = loader.digest.hexdigest()
     return loader.ws

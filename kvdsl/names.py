@@ -279,10 +279,19 @@ class NameResolver:
                 hint=self._choices(expected, rc.ref_target)))
 
     def _choices(self, kind: str, near: Optional[str] = None) -> str:
+        """What a reference to a block of `kind` may name: the closest, the blocks loaded, the catalog's."""
+        from .loader import catalog_import, catalog_names
+
         names = sorted(n for n, b in self.blocks.items() if b.kind == kind)
-        if not names:
-            return f"no {kind} block is defined: import one"
-        return (did_you_mean(near, names) if near else None) or f"{kind} blocks: " + ", ".join(names)
+        shipped = [n for n in catalog_names(kind) if n not in names]
+        if near in shipped:
+            return f"the catalog has it: {catalog_import(kind, near)}"
+        close = did_you_mean(near, names) if near else None
+        if close or not shipped:
+            return close or (f"{kind} blocks: " + ", ".join(names) if names else f"no {kind} block is defined: import one")
+        loaded = f"{kind} blocks: " + ", ".join(names) + "; " if names else ""
+        return (loaded + f"the catalog's, each brought by {catalog_import(kind, 'NAME')}: " + ", ".join(shipped)
+                + (f" ({did_you_mean(near, shipped)})" if near and did_you_mean(near, shipped) else ""))
 
     # ---- static dimensions ------------------------------------------------------------
 

@@ -120,6 +120,8 @@ def shapes_vml(shapes: list) -> bytes:
 def save_workbook(wb, out: str, force: bool = False) -> None:
     """Write `wb` to `out` atomically, with fixed timestamps."""
     from ..files import atomic_writer
+    from ..progress import stage
 
+    stage(f"saving {out}")
     with atomic_writer(out, force=force, binary=True) as stream:
         save_fixed(wb, stream)

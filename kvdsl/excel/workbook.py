@@ -135,6 +135,9 @@ class WorkbookWriter:
         from openpyxl import Workbook
         from openpyxl.workbook.properties import CalcProperties
 
+        from ..progress import stage
+
+        stage("laying out the workbook")
         wb = Workbook()
         wb.remove(wb.active)
         if self.plan is not None:
