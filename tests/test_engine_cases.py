@@ -118,7 +118,7 @@ def test_sglang_kv_size_counts_the_indexer(tmp_path):
     assert v["sglang.page_size"] == 64
     assert v["sglang.kv_bytes"] == padded * 48068 and v["sglang.index_bytes"] == padded * 61 * 132
     assert v["sglang.k_bytes"] == padded * 61 * 656 and v["sglang.v_bytes"] == 0
-    # the pool is sized at 1 byte a latent element: 61 x (576 + 132) a token
-    assert v["sglang.kv_bytes_per_token_per_gpu"] == 61 * (576 + 132)
+    # the pool is sized at what each latent stores (0.5.23's pool configurator): 61 x (656 + 132) a token
+    assert v["sglang.kv_bytes_per_token_per_gpu"] == 61 * (656 + 132)
     gib = 1 << 30
     assert (f"{float(v['sglang.k_bytes'] / gib):.2f}", f"{float(v['sglang.kv_bytes'] / gib):.2f}") == ("36.35", "43.67")
