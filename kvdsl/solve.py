@@ -129,8 +129,12 @@ def _solve(program: Program, block: str, cell: str, symbolic, others: bool, unch
         _check_monotone_form(constraint, x, block, cell, integer)
         env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
         zeros = {sym: 0 for sym, value in env.items() if value == 0 and expander.symbols[sym] not in keep}
-        bounds = relaxed_bounds(constraint.subs(zeros), x, env)
-        _closed_form(solution, bounds, env, x)
+        try:
+            bounds = relaxed_bounds(constraint.xreplace(zeros), x, env)
+        except TooLarge as exc:
+            expanded, solution.message = None, f"no closed form: {exc.message}"
+        else:
+            _closed_form(solution, bounds, env, x)
     if not integer and solution.expression is not None and _exact_real(solution, program, base, target):
         found = None
     else:
