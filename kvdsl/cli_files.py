@@ -10,6 +10,7 @@ import click
 from .cli_common import (EXIT_SPEC_ERROR, EXIT_USAGE_ERROR, parsed_settings, paths_argument, reports_errors,
                          set_option)
 from .errors import KvdslError, UsageError
+from .progress import done
 
 
 @click.command()
@@ -29,6 +30,7 @@ def check(paths, as_json):
             raise
         click.echo(json.dumps({"ok": False, "errors": [error_json(e) for e in flatten(exc)]}, indent=2))
         sys.exit(EXIT_USAGE_ERROR if isinstance(exc, UsageError) else EXIT_SPEC_ERROR)
+    done()
     blocks = program.user_blocks()
     kinds = {}
     for b in blocks:
@@ -123,6 +125,7 @@ def export(paths, out, sets, force):
     workbook, written = build_workbook(*evaluate_paths(paths, parsed_settings(sets)), list(paths))
     _release_memory()  # nothing refers to the program now: saving reuses its memory
     save_workbook(workbook, out, force)
+    done()
     click.echo(f"wrote {out}: {written['blocks']} blocks, {written['formulas']:,} formulas, "
                f"{written['names']:,} defined names; sheets: {', '.join(written['sheets'])}")
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .errors import UsageError, did_you_mean
+from .errors import KvdslError, UsageError, did_you_mean
 from .plan_candidates import ENGINES, STAND_INS, candidates_for
 from .plan_search import Planner
 
@@ -72,7 +72,8 @@ def plan(paths: list, workload: Optional[str], models: Optional[list], hardware:
     engines = [_pick(engine, kinds("engine"), "engine")] if engine else [e for e in ENGINES if e in kinds("engine")]
     if max_gpus < 1:
         raise UsageError("--max-gpus must be at least 1")
-    program = _with_blocks(paths, _template(models, workload, devices[0], engines[0]))
+    program = _with_blocks(paths, _template(models, workload, devices[0], engines[0]),
+                           leave_out=len({name for name, _, _ in blocks}) == len(blocks))
     base = evaluate(program, unchecked=frozenset(k for k, rc in program.cells.items()
                                                  if rc.form == "require" and k[0].startswith("plan__")))
     users = int(base[(workload, "users")])
@@ -112,8 +113,13 @@ def _blocks(paths: list) -> list:
     return [(block.name, block.kind, prelude) for block, prelude in workspace.blocks]
 
 
-def _with_blocks(paths: list, blocks: list):
-    """The program of `paths` and the planner's own blocks, loaded from memory (nothing is written)."""
+def _with_blocks(paths: list, blocks: list, leave_out: bool = False):
+    """The program of `paths` and the planner's own blocks, loaded from memory (nothing is written).
+
+    With `leave_out`, the deployments of `paths` are left out: the plan reads
+    none of them, and resolving them would cost most of the time.  Should
+    another block read one, the whole program is built and says what is wrong.
+    """
     from pathlib import Path
 
     from .api import build_program
@@ -122,6 +128,11 @@ def _with_blocks(paths: list, blocks: list):
     spec = Path.cwd() / "<plan>.kvspec"  # a name no file has: the loader reads the text given for it
     imports = [f'import "{Path(p).resolve()}"' for p in paths]
     with overlaid({spec: "\n".join(imports + blocks) + "\n"}):
+        if leave_out:
+            try:
+                return build_program([str(spec)], leave_out=("deployment",))
+            except KvdslError:
+                pass
         return build_program([str(spec)])
 
 

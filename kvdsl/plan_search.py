@@ -68,22 +68,27 @@ class Planner:
         return values
 
     def columns(self, candidates: list) -> dict:
-        """(block, cell) -> a NumPy array over the candidates of what each sets (the batch and copies apart)."""
+        """(block, cell) -> a NumPy array over the candidates of what each sets (the batch and copies apart).
+
+        A stand-in's cells are looked up once per real block, then spread over the candidates.
+        """
         import numpy as np
 
-        columns: dict = {}
-        for c in candidates:
-            for key, value in self._settings(c, 1, 1).items():
-                columns.setdefault(key, []).append(value)
-        out = {}
-        for key, column in columns.items():
-            first = column[0]
-            if isinstance(first, bool):
-                out[key] = np.asarray(column, dtype=bool)
-            elif isinstance(first, str):
-                out[key] = np.asarray(column, dtype=object)
-            else:
-                out[key] = np.asarray([float(v) if isinstance(v, (int, Fraction)) else np.nan for v in column])
+        block = self.block
+        columns = {(block, "gpus"): [c.gpus for c in candidates],
+                   (block, "pipeline_stages"): [c.pipeline_stages for c in candidates],
+                   (block, "batch"): [1] * len(candidates), (block, "replicas"): [1] * len(candidates),
+                   (block, "engine"): [c.engine for c in candidates]}
+        out = {key: _column(column) for key, column in columns.items()}
+        for cell, stand_in in self.stand_ins.items():
+            reals = [getattr(c, cell) for c in candidates]
+            names = list(dict.fromkeys(reals))  # in order of first use: the first candidate's first
+            where = {name: i for i, name in enumerate(names)}
+            index = np.fromiter((where[r] for r in reals), dtype=np.intp, count=len(reals))
+            out[(block, cell)] = _column(names)[index]
+            for name in self.program.blocks[stand_in].cells:
+                if (names[0], name) in self.base:
+                    out[(stand_in, name)] = _column([self.base.get((real, name)) for real in names])[index]
         return out
 
     def _vector(self, columns: dict, batch, replicas) -> dict:
@@ -117,10 +122,10 @@ class Planner:
             held &= ok if scope is None else (ok | (engines != scope))
         return held
 
-    def exact(self, c: Candidate, batch: int, replicas: int) -> dict:
-        """One candidate's cells, exactly: (cell) -> value, computed only as the outputs need them."""
+    def exact(self, c: Candidate, batch: int, replicas: int, cells: tuple = OPTION_OUTPUTS + VECTOR_OUTPUTS) -> dict:
+        """One candidate's `cells`, exactly: (cell) -> value, computed only as they need."""
         lazy = _Lazy(self.program, self.base, self._settings(c, batch, replicas), set(self.order))
-        return {cell: lazy.get((self.block, cell)) for cell in OPTION_OUTPUTS + VECTOR_OUTPUTS}
+        return {cell: lazy.get((self.block, cell)) for cell in cells}
 
     # ---- the search -----------------------------------------------------------------
 
@@ -199,9 +204,21 @@ class Planner:
         out = []
         for key in sorted(chosen, key=lambda k: (price(k), k))[:shown]:
             c = candidates[chosen[key]]
-            verdict = self.exact(c, 1, self.users)["verdict"]  # as many copies as users: what fails is not their number
+            verdict = self.exact(c, 1, self.users, ("verdict",))["verdict"]  # as many copies as users: what fails is not their number
             out.append({"hardware": c.hardware, "gpus": c.gpus, "reason": verdict if isinstance(verdict, str) else "no value"})
         return out
+
+
+def _column(values: list):
+    """A NumPy array of one cell's values: conditions as bool, text as objects, numbers (or NaN) as floats."""
+    import numpy as np
+
+    first = values[0]
+    if isinstance(first, bool):
+        return np.asarray(values, dtype=bool)
+    if isinstance(first, str):
+        return np.asarray(values, dtype=object)
+    return np.asarray([float(v) if isinstance(v, (int, Fraction)) else np.nan for v in values])
 
 
 def _option(c: Candidate, batch: int, replicas: int, exact: dict) -> dict:

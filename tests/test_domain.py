@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import answered
 from kvdsl.api import evaluate_paths, parse_setting
 from kvdsl.cli import main
 
@@ -48,7 +49,7 @@ def deployment_file(name: str) -> str:
 
 def run(*args: str):
     result = CliRunner().invoke(main, [str(a) for a in args])
-    assert result.exit_code == 0, result.output
+    assert answered(result), result.output
     return result
 
 

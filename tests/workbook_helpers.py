@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import answered
 from kvdsl.cli import main
 from kvdsl.excel.names import excel_name
 
@@ -89,7 +90,7 @@ def eval_json(paths, settings=()) -> dict:
     for s in settings:
         args += ["--set", s]
     result = cli(*args)
-    assert result.exit_code == 0, (result.output, result.exception)
+    assert answered(result), (result.output, result.exception)
     return json.loads(result.stdout)["blocks"]
 
 

@@ -24,8 +24,10 @@ sheet is a module of its own, each cell's value is written by values.py.
 
 from __future__ import annotations
 
+import re
+
 from ..display import context_label
-from ..graph import Key, Program
+from ..graph import Key, Program, walk_refs
 from ..symbolic import Expander
 from .cells import SHEETS, WHAT_IF_CONTEXTS
 from .charts import what_if_sheet
@@ -36,7 +38,7 @@ from .layout import order_columns, plan_layout, twin_columns
 from .lists import choice_names, lists_sheet, name_of
 from .names import cell_name, check_names, column_name, define_names, ids_name
 from .plan_sheet import PlanSheet
-from .printer import MAX_TEXT_LITERAL, RulePrinter, excel_formula, excel_text_literal
+from .printer import MAX_TEXT_LITERAL, RulePrinter, check_limits, excel_formula, excel_text_literal
 from .readme_sheet import readme_sheet
 from .styles import highlights, print_setup
 from .summary_sheet import summary_sheet
@@ -62,6 +64,7 @@ class WorkbookWriter:
         self.names = 0
         self.plan = PlanSheet(self) if "deployment" in self.layout.blocks else None
         self.booleans: dict = {}  # sheet -> coordinates of boolean cells
+        self._rule_texts: dict = {}  # (source cell, scope, which refs read through a block) -> _RuleText or False
 
     def human_input(self, key: Key) -> bool:
         """Whether `key` is typed in its twin column (human units, a block's name) on its block sheet."""
@@ -147,8 +150,25 @@ class WorkbookWriter:
         return "=" + excel_formula(expr, refs)
 
     def rule_formula(self, key: Key) -> str:
-        """A cell's own rule, as written, over the defined names of the cells it reads."""
-        return "=" + RulePrinter(lambda r: self.lookup(r.key, r.via)).doprint(self.program.cells[key].expr)
+        """A cell's own rule, as written, over the defined names of the cells it reads.
+
+        A rule that many blocks run (the prelude's, an engine's) is printed
+        once: its text is kept with a slot for each cell it reads, filled in
+        for each block (see `_RuleText`).
+        """
+        rc = self.program.cells[key]
+        refs = list(walk_refs(rc.expr))
+        texts = [self.lookup(r.key, r.via) for r in refs]
+        shape = (id(rc.cell), rc.scope, tuple(bool(r.via) for r in refs))
+        kept = self._rule_texts.get(shape)
+        if kept:
+            text = kept.fill(texts)
+            check_limits(text)
+            return "=" + text
+        text = RulePrinter(lambda r: self.lookup(r.key, r.via)).doprint(rc.expr)
+        if kept is None:
+            self._rule_texts[shape] = _RuleText.of(rc.expr, refs, texts, text)
+        return "=" + text
 
     def expanded_formula(self, expr, expander: Expander, extra: dict) -> str:
         """An expanded SymPy expression as a formula over the cells its symbols stand for (and `extra` names)."""
@@ -163,6 +183,9 @@ class WorkbookWriter:
         from openpyxl import Workbook
         from openpyxl.workbook.properties import CalcProperties
 
+        from ..progress import stage
+
+        stage("laying out the workbook")
         wb = Workbook()
         wb.remove(wb.active)
         if self.plan is not None:
@@ -204,3 +227,39 @@ def build_workbook(program: Program, values: dict, sources: list):
 
 
 __all__ = ["build_workbook", "WorkbookWriter"]
+
+
+class _RuleText:
+    """A rule's formula with a slot for the text of each cell it reads (`pieces`: text, slot, text, ...).
+
+    Made by printing the rule with a stand-in for each cell it reads (a
+    name, or a lookup where the real text is one: they print alike); kept
+    only when filling in the real texts gives the formula printed directly.
+    Each block that runs the rule has the same expression with other cells,
+    so filling in their texts gives the formula the printer would.
+    """
+
+    _SLOT = re.compile(r"INDEX\(\$\$(\d+)\$\$\)|\$\$(\d+)\$\$")
+
+    def __init__(self, pieces: list):
+        self.pieces = pieces
+
+    @classmethod
+    def of(cls, expr, refs: list, texts: list, printed: str):
+        """The rule text of `expr` whose refs print as `texts`, or False when its slots cannot be told apart."""
+        index: dict = {}
+        for i, ref in enumerate(refs):
+            index.setdefault(id(ref), i)
+        stand_in = lambda r: f"INDEX($${index[id(r)]}$$)" if r.via else f"$${index[id(r)]}$$"  # noqa: E731
+        parts = cls._SLOT.split(RulePrinter(stand_in).visit(expr)[0])
+        pieces = []
+        for k in range(0, len(parts), 3):  # text, then the two groups of a slot (one of them None), ...
+            pieces.append(parts[k])
+            if k + 2 < len(parts):
+                pieces.append(int(parts[k + 1] or parts[k + 2]))
+        found = cls(pieces)
+        return found if found.fill(texts) == printed else False
+
+    def fill(self, texts: list) -> str:
+        pieces = self.pieces
+        return "".join([texts[p] if j % 2 else p for j, p in enumerate(pieces)])
