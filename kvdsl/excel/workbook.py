@@ -34,10 +34,11 @@ from .charts import what_if_sheet
 from .checks import sheet_validations
 from .comparison_sheet import comparison_sheet
 from .kind_sheet import kind_sheet
-from .layout import HUMAN_UNIT_KINDS, human_columns, order_columns, plan_layout
-from .names import cell_name, check_names, column_name, define_names, ids_name, titles_name
+from .layout import order_columns, plan_layout, twin_columns
+from .lists import choice_names, lists_sheet, name_of
+from .names import cell_name, check_names, column_name, define_names, ids_name
 from .plan_sheet import PlanSheet
-from .printer import RulePrinter, check_limits, excel_formula, excel_text_literal
+from .printer import MAX_TEXT_LITERAL, RulePrinter, check_limits, excel_formula, excel_text_literal
 from .readme_sheet import readme_sheet
 from .styles import highlights, print_setup
 from .summary_sheet import summary_sheet
@@ -54,9 +55,11 @@ class WorkbookWriter:
         self.blocks = [b for b in program.blocks.values() if (not b.prelude) or b.kind in ("format", "engine", "workload")]
         check_names(program, self.blocks)
         self.layout = plan_layout(program, self.blocks)
-        self.hidden = {kind: order_columns(self.layout, kind) for kind in self.layout.columns}
-        self.human = {kind: human_columns(program, self.values, self.layout, kind)
-                      for kind in HUMAN_UNIT_KINDS if kind in self.layout.columns}
+        self.choices = choice_names(program, self.layout)
+        self.lists: dict = {}  # kind -> the range of its names on the Lists sheet
+        self.hidden = {kind: order_columns(self.layout, kind, self._long_texts(kind)) for kind in self.layout.columns}
+        self.human = {kind: twin_columns(program, self.values, self.layout, kind, self.hidden[kind], self.choices)
+                      for kind in self.layout.columns}
         self.formulas = 0
         self.names = 0
         self.plan = PlanSheet(self) if "deployment" in self.layout.blocks else None
@@ -64,28 +67,80 @@ class WorkbookWriter:
         self._rule_texts: dict = {}  # (source cell, scope, which refs read through a block) -> _RuleText or False
 
     def human_input(self, key: Key) -> bool:
-        """Whether `key` is typed in a human-unit column of its block sheet."""
+        """Whether `key` is typed in its twin column (human units, a block's name) on its block sheet."""
         kind = self.program.blocks[key[0]].kind
         rc = self.program.cells[key]
-        return key[1] in self.human.get(kind, {}) and rc.form == "input" and not rc.scope
+        if key[1] not in self.human.get(kind, {}) or rc.scope or (self.plan is not None and key in self.plan.inputs):
+            return False
+        return rc.form == "input" or (rc.form == "ref" and isinstance(rc.ref_expr, str))
 
     def sheet_of(self, kind: str) -> str:
         """The sheet of a kind's blocks."""
         return SHEETS[kind]
 
     def title_formula(self, block: str) -> str:
-        """A deployment's title from its drop-downs: `model title on N x hardware title`."""
+        """A block's title as a formula over the inputs it describes: the spec's title while they hold
+        their exported values, else the title they give now (a deployment: `model on N x GPU`; a
+        workload: its name and the prelude's `in_words`)."""
         info = self.program.blocks[block]
+        now = self._title_now(block)
+        if now is None:
+            return "=" + excel_text_literal(info.title)
+        tests = [f"{cell_name(key)}={self._literal(key)}" for key in self._typed_inputs(block)]
+        if not tests or len(info.title) > MAX_TEXT_LITERAL:
+            return "=" + now
+        held = tests[0] if len(tests) == 1 else f"AND({', '.join(tests)})"
+        return f"=IF({held}, {excel_text_literal(info.title)}, {now})"
+
+    def title_cell(self, block: str) -> str:
+        """The cell holding a block's title, as a formula reads it from another sheet."""
+        kind = self.program.blocks[block].kind
+        return f"'{self.sheet_of(kind)}'!$B${self.layout.rows[block]}"
+
+    def _long_texts(self, kind: str) -> set:
+        """The cells of `kind` whose text is wider than a column gets on some block (a source, a note)."""
+        from .kind_sheet import MAX_WIDTH, display_width
+
+        return {cell for name in self.layout.blocks[kind] for cell in self.program.blocks[name].cells
+                if isinstance(self.values.get((name, cell)), str) and display_width(self.values[(name, cell)], "@") > MAX_WIDTH}
+
+    def _title_now(self, block: str):
+        """The title a deployment's or workload's inputs give, as formula text; None for other kinds."""
+        info = self.program.blocks[block]
+        if info.kind == "workload" and (block, "in_words") in self.program.cells and "workload" in self.choices:
+            return f'{excel_text_literal(self.choices["workload"][block] + ": ")}&{cell_name((block, "in_words"))}'
+        if info.kind != "deployment":
+            return None
         parts = {}
         for ref in ("model", "hardware"):
             rc = self.program.cells.get((block, ref))
-            if rc is None or rc.form != "ref" or self.program.blocks[rc.ref_target].kind not in self.layout.blocks:
-                return "=" + excel_text_literal(info.title)
-            kind = self.program.blocks[rc.ref_target].kind
-            parts[ref] = f"INDEX({titles_name(kind)}, MATCH({cell_name((block, ref))}, {ids_name(kind)}, 0))"
+            if rc is None or rc.form != "ref" or self.program.blocks[rc.ref_target].kind not in self.choices:
+                return None
+            parts[ref] = name_of(self.program.blocks[rc.ref_target].kind, cell_name((block, ref)))
         gpus, replicas = cell_name((block, "gpus")), cell_name((block, "replicas"))
         copies = f'IF({replicas}>1," (x "&{replicas}&" copies)","")' if (block, "replicas") in self.program.cells else '""'
-        return f'={parts["model"]}&" on "&{gpus}&" x "&{parts["hardware"]}&{copies}'
+        return f'{parts["model"]}&" on "&{gpus}&" x "&{parts["hardware"]}&{copies}'
+
+    def _typed_inputs(self, block: str) -> list:
+        """The cells a reader types for a block: on the Plan sheet, or on its own sheet."""
+        keys = [(block, cell) for cell in self.program.blocks[block].cells]
+        typed = [k for k in keys if self.plan is not None and k in self.plan.inputs]
+        if typed or self.program.blocks[block].kind == "deployment":
+            return [k for k in typed if self.program.cells[k].form != "rule"]
+        return [k for k in keys if self.program.cells[k].form == "input" and not self.program.cells[k].scope
+                and not isinstance(self.values.get(k), str)]
+
+    def _literal(self, key) -> str:
+        """The exported value of a typed cell as formula text."""
+        value = self.values.get(key)
+        rc = self.program.cells[key]
+        if rc.form == "ref":
+            return excel_text_literal(rc.ref_target)
+        if isinstance(value, bool):
+            return "TRUE" if value else "FALSE"
+        from sympy import Rational
+
+        return excel_formula(Rational(value.numerator, value.denominator))
 
     # ---- formulas ----------------------------------------------------------
 
@@ -155,11 +210,12 @@ class WorkbookWriter:
         for kind in ("format", "engine"):
             if kind in self.layout.blocks:
                 kind_sheet(self, wb, kind)
+        self.lists = lists_sheet(self, wb)
         define_names(self, wb)
         sheet_validations(self, wb)
         highlights(self, wb)
         for ws in wb.worksheets:
-            print_setup(ws)
+            print_setup(ws, self.plan.scale if self.plan is not None and ws.title == self.plan.title else None)
         wb.calculation = CalcProperties(fullCalcOnLoad=True)
         return wb
 
