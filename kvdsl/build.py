@@ -5,6 +5,9 @@ without them (`with_literals`), which costs far less than resolving the whole
 workspace again.  The program without settings is also kept on disk
 (`kvdsl/cache.py`) once the same files have been built twice, with its
 plain evaluation and `?` answers, and read back while none of its files changed.
+After a change, the program kept before for the same paths is where the new
+one starts: only the blocks of the changed files, and those that read them,
+are resolved again (`kvdsl/reuse.py`).
 """
 
 from __future__ import annotations

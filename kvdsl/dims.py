@@ -57,7 +57,7 @@ class DimensionChecker:
         """A cell taken as it was from the program built before (`graph.rebuild`): its dimension is known,
         and the cells it reads are visited first, as `_infer_shared` visits them, so the order is the same."""
         dims = self._dims
-        for key in rc.reads:
+        for key in self.reads.get(rc.key, ()):
             if key not in dims:
                 self.dim_of(key)
         self._dims[rc.key] = rc.dim
@@ -102,7 +102,7 @@ class DimensionChecker:
                 return self._infer(rc.expr)
             dims.append(dim)
             reads.append(key)
-        rc.reads = tuple(dict.fromkeys(reads))
+        self.reads[rc.key] = tuple(dict.fromkeys(reads))
         shared = self._shared_dims.get(id(rc.cell))
         if shared is None:  # the source cell is kept beside its results, so its id stays its own
             shared = self._shared_dims[id(rc.cell)] = (rc.cell, {})

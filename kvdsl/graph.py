@@ -51,6 +51,7 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
         self.order: list[Key] = []
         self.readers: dict = {}  # block -> the other blocks whose rules read its cells
         self.consulted: dict = {}  # block -> the other blocks its names were looked up in
+        self.reads: dict = {}  # key -> the cells its rule names, each once, in order
         self._kept: dict = {}  # key -> a cell taken as it was from the program built before (`rebuild`)
         self.dim_rules = DimensionRules(self)
 
@@ -85,7 +86,7 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
 
     def _program(self) -> Program:
         program = Program(self.blocks, self.cells, self.order, self.readers)
-        program.consulted = self.consulted
+        program.consulted, program.reads = self.consulted, self.reads
         program.sources = (self.ws.leave_out, [(shown, prelude) for _, _, shown, prelude in self.ws.sources], self.ws.texts)
         return program
 
@@ -106,8 +107,7 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
             if info.name in rebuilt:
                 self.merge_block(info)
                 continue
-            old = base.blocks[info.name]
-            info.cells, info.requirements, info.template = list(old.cells), list(old.requirements), old.template
+            self.blocks[info.name] = base.blocks[info.name]  # as built: its cells are those of its `block`
             for key in merged.get(info.name, ()):
                 kept[key] = cells[key] = base.cells[key]
         for info in self.blocks.values():
@@ -123,6 +123,7 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
             if readers:
                 self.readers[block] = readers
         self.consulted.update((block, set(others)) for block, others in base.consulted.items() if block not in rebuilt)
+        self.reads.update((key, base.reads[key]) for key in kept if key in base.reads)
         self._resolve()
         if any(not isinstance(e, Silent) for e in self.errors):
             return None

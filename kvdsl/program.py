@@ -82,7 +82,6 @@ class ResolvedCell:
     ref_expr: object = None  # a CellRef, or the block name for a direct reference
     shadowed: tuple = ()
     scope: Optional[str] = None
-    reads: tuple = ()  # the cells its rule names, each once, in order (set by the dimension pass)
 
     @property
     def key(self) -> Key:
@@ -128,8 +127,11 @@ class Program:
         self.solved: Optional[dict] = None  # the `?` cells' values against `evaluated`, once found (`solve_unknowns`)
         self.own_cells: Optional[int] = None  # the cells not shared with the program it was made from
         # what a later build may take from this one (`kvdsl/reuse.py`): block -> the other blocks
-        # its names were looked up in; (kinds left out, [(display path, is prelude)], the files' `texts`)
+        # its names were looked up in; (kinds left out, [(display path, is prelude)], the files' `texts`);
+        # hazard: `reads` is kept here, not on each ResolvedCell, whose one more attribute costs the
+        # export 11 MiB of peak memory
         self.consulted: dict = {}
+        self.reads: dict = {}  # key -> the cells its rule names, each once, in order (from the dimension pass)
         self.sources: Optional[tuple] = None
         self.kept_answers: dict = {}  # `?` answers of the blocks taken from the program it was rebuilt from
 
