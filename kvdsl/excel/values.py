@@ -23,7 +23,9 @@ def sheet_value(writer, target, key: Key) -> None:
     """A cell on its kind's sheet; a deployment's typed cell reads the Plan sheet in base units."""
     if writer.plan is not None and key in writer.plan.inputs:
         target.value = writer.plan.reference(key)
-        target.number_format = number_format(writer.program.cells[key].dim, writer.values.get(key))
+        rc = writer.program.cells[key]
+        share = isinstance(rc.dim, Dim) and human_unit(rc.dim, bounds(writer.program, key)).unit == "%"
+        target.number_format = "0%" if share else number_format(rc.dim, writer.values.get(key))
         writer.formulas += 1
         return
     write_value(writer, target, key)
@@ -73,6 +75,8 @@ def human_cell(writer, ws, row: int, key: Key, base):
     else:
         figure = name_of(twin.names, base.coordinate) if twin.names else f"{base.coordinate}{twin.unit.from_base()}"
         shown.value = f'=IF(ISNA({base.coordinate}),"n/a",{figure})' if twin.na else f"={figure}"
+        if isinstance(writer.values.get(key), bool):
+            writer.booleans.setdefault(ws.title, []).append(shown.coordinate)
     writer.formulas += 1
     return shown
 
