@@ -83,15 +83,16 @@ def forget_programs() -> None:
     _WHERE.clear()
 
 
-def _build(workspace, settings: list, fingerprint: str, reload, base=None) -> Program:
-    """The program of `workspace` (loaded by `reload()` when None: its plain program is kept) with `settings`."""
+def _build(workspace, settings: list, fingerprint: str, reload, before=None) -> Program:
+    """The program of `workspace` (loaded by `reload()` when None: its plain program is kept) with `settings`;
+    `before`: a program of the same files before a change, for `program_of` to start from."""
     if not settings:
-        return program_of(workspace, base)
+        return program_of(workspace, before)
     base = _BUILT.get((fingerprint, ()), (None,))[0]
     if base is None and workspace.errors:
         raise_workspace(workspace)
     if base is None and all(literal_setting(s) for s in settings):
-        base = _plain_program(workspace)
+        base = _plain_program(workspace, before)
     blocks = base.blocks if base is not None else merged_blocks(workspace)
     overrides = settings_by_block(blocks, settings)
     program = with_literals(base, overrides) if base is not None else None
@@ -102,14 +103,14 @@ def _build(workspace, settings: list, fingerprint: str, reload, base=None) -> Pr
         return build(workspace, overrides)
 
 
-def _plain_program(workspace) -> Optional[Program]:
+def _plain_program(workspace, before=None) -> Optional[Program]:
     """The workspace's program without settings, built and kept, or None if it has errors.
 
     Settings that only change literals are applied to it (`with_literals`),
     which costs far less than resolving the whole workspace again.
     """
     try:
-        return program_of(workspace)
+        return program_of(workspace, before)
     except KvdslError:  # settings may supply what the spec lacks
         return None
 

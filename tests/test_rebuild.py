@@ -9,7 +9,7 @@ import pytest
 
 from kvdsl import build as build_module
 from kvdsl import cache
-from kvdsl.api import build_program, evaluate_paths, forget_programs, solve_unknowns
+from kvdsl.api import build_program, evaluate_paths, forget_programs, parse_setting, solve_unknowns
 from kvdsl.errors import KvdslError
 from kvdsl.evaluate import evaluate
 from kvdsl.graph import build, rebuild
@@ -142,6 +142,11 @@ def test_the_edit_loop_rebuilds_from_the_program_on_disk(specs, tmp_path, monkey
             _, values = evaluate_paths(files)  # a new process after the edit
             assert full_builds == [] and values[("reader", "batch")] == 20
             forget_programs()
+            edit(fp8, "batch = 20", "batch = 16")  # and with a setting of a number
+            _, values = evaluate_paths(files, [parse_setting(f"{FP8}.context=8K")])
+            assert full_builds == [] and values[("reader", "batch")] == 16 and values[(FP8, "context")] == 8192
+            forget_programs()
+            edit(fp8, "batch = 16", "batch = 20")
             edit(fp8, "batch = 20", "batch = 1 GiB")  # a mistake: the full build reports it
             with pytest.raises(KvdslError) as rebuilt_error:
                 build_program(files)
