@@ -51,6 +51,16 @@ def text_of_numbers(dims: list):
     return "text"  # names.TEXT
 
 
+def plain_number(dims: list):
+    """The rule of `ln`: a plain number (no unit) in, a plain number out."""
+    from .units import NUMBER
+
+    real = [d for d in dims if d is not None]
+    if any(d != NUMBER for d in real):
+        raise MixedDimensions([NUMBER] + [d for d in real if d != NUMBER])
+    return NUMBER
+
+
 def condition(dims: list):
     """The rule of a test of numbers (`whole`): arguments of one dimension, a condition as result."""
     same_dimension(dims)
@@ -179,6 +189,10 @@ FUNCTIONS = {f.name: f for f in (
              numpy=lambda args: snapped(args[0]) == _numpy().floor(snapped(args[0])),
              excel=lambda args: f"INT({args[0]})={args[0]}", dims=condition, excel_binds=COMPARISON,
              summary="true when the value is a whole number (`whole(gpus)`)"),
+    # a float's logarithm, kept as the Fraction of that float (as a fractional power is)
+    Function("ln", 1, 1, exact=lambda args: Fraction(math.log(args[0])), sympy=lambda args: _sympy().log(args[0]),
+             numpy=lambda args: _numpy().log(args[0]), excel=_call("LN"), dims=plain_number, sympy_head="log",
+             summary="the natural logarithm"),
     # text of a number for a sentence: fixed(tpot_seconds / 1 ms, 1) is "41.2"
     Function("fixed", 2, 2, exact=_fixed, sympy=_no_symbolic_form, numpy=lambda args: _numpy().nan,
              excel=_call("FIXED"), dims=text_of_numbers, text=True,
