@@ -38,7 +38,6 @@ the copy's.
 from __future__ import annotations
 
 import json
-import math
 import statistics
 import sys
 from pathlib import Path

@@ -19,7 +19,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
-PARSING_CODE = ("kvspec.lark", "parser.py", "transformer.py", "model.py", "units.py", "errors.py", "words.py")
+PARSING_CODE = ("kvspec.lark", "parser.py", "transformer.py", "transformer_expr.py", "transformer_chains.py", "model.py",
+                "units.py", "errors.py", "words.py")
 MAX_ENTRIES = 2000
 
 

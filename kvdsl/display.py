@@ -75,6 +75,8 @@ def format_value(value, dim) -> str:
     bytes_exp, tokens, elements, seconds = dim.exponents[:4]
     if dim == SECONDS and 0 < abs(value) < 1:
         return f"{float(value) * 1000:,.4g} ms"
+    if dim == SECONDS and abs(value) >= 3600 and value % 3600 == 0:
+        return f"{plain_number(value / 3600)} h"
     if dim == USD:
         return f"{float(value):,.2f} USD"
     if dim == USD / SECONDS:

@@ -148,6 +148,17 @@ def _fixed(args) -> str:
     return "-" + text if x < 0 and units else text
 
 
+def _float_int(args) -> Fraction:
+    """Python's `int(a / b * c)` in 64-bit floats: `int(17 / 7 * 98)` is 237, where exactly it is 238."""
+    a, b, c = (float(x) for x in args)
+    return Fraction(int(a / b * c))
+
+
+def _truncated(x):
+    sympy = _sympy()
+    return sympy.Piecewise((sympy.floor(x), x >= 0), (sympy.ceiling(x), True))
+
+
 def _no_symbolic_form(args):
     raise ValueError("text has no symbolic form")
 
@@ -193,6 +204,12 @@ FUNCTIONS = {f.name: f for f in (
     Function("ln", 1, 1, exact=lambda args: Fraction(math.log(args[0])), sympy=lambda args: _sympy().log(args[0]),
              numpy=lambda args: _numpy().log(args[0]), excel=_call("LN"), dims=plain_number, sympy_head="log",
              summary="the natural logarithm"),
+    # what a program that divides and multiplies in floats reports (vLLM's token count): the NumPy form
+    # computes in the same doubles and truncates without snapping; Excel and SymPy give the exact floor
+    Function("float_int", 3, 3, exact=_float_int, sympy=lambda args: _truncated(args[0] / args[1] * args[2]),
+             numpy=lambda args: _numpy().trunc(args[0] / args[1] * args[2]),
+             excel=lambda args: f"TRUNC(({args[0]})/({args[1]})*({args[2]}))",
+             summary="`int(a / b * c)` computed in 64-bit floating point, as Python does (one less than the exact value in rare cases)"),
     # text of a number for a sentence: fixed(tpot_seconds / 1 ms, 1) is "41.2"
     Function("fixed", 2, 2, exact=_fixed, sympy=_no_symbolic_form, numpy=lambda args: _numpy().nan,
              excel=_call("FIXED"), dims=text_of_numbers, text=True,

@@ -12,6 +12,7 @@ the `fuzz` package) by name, with no path manipulation of their own.
 # exports the shared catalog workbook while the other worker runs
 # test_robustness, which does not need it.
 LONGEST_FIRST = ["test_workbook.py",  # 51
+                 "test_second_engine.py",  # 30
                  "test_robustness.py",  # 23
                  "test_workbook_render.py",  # 25
                  "test_layer_shapes.py",  # 23

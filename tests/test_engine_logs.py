@@ -113,7 +113,7 @@ def test_vllm_reproduces_the_log(case_id):
     assert logged, "every case logs something to check"
     at_log = deployment(block)
     assert at_log["kv_cache_memory_bytes"] == Fraction(str(case["available_kv_gib"])) * GIB
-    block_bytes = at_log["vllm.page_bytes"] * at_log["vllm.group_size"]
+    block_bytes = at_log["vllm.block_bytes"]
     matches = []
     for memory in memory_candidates(case["available_kv_gib"], block_bytes):
         figures = deployment(block, f"{block}.kv_cache_memory_bytes={memory.numerator / memory.denominator!r} B")

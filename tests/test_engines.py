@@ -105,10 +105,13 @@ def test_hybrid_allocator_off_keeps_sliding_layers_whole():
 
 def test_vllm_sliding_window_reservation():
     v = block_values(SPECS / "deployments" / "gpt_oss_120b_h100.kvspec", "gpt_oss_120b_h100")
-    # window 128, 8192 batched tokens on an 80 GiB GPU, context 128K, block 16
-    assert v["max_num_batched_tokens"] == 8192
-    assert v["vllm.sliding_pages"] == ceil(min(128 - 1 + 8192, 131072) / 16) + 1 == 521
-    assert v["vllm.pages_per_request"] == 131072 // 16 + 521
+    # window 128, 8192 batched tokens on an 80 GiB GPU, two batches in flight (async scheduling), context 128K, block 16
+    assert v["max_num_batched_tokens"] == 8192 and v["vllm.in_flight_tokens"] == 2 * 8192
+    assert v["vllm.sliding_pages"] == ceil(min(128 - 1 + 2 * 8192, 131072) / 16) + 1 == 1033
+    assert v["vllm.pages_per_request"] == 131072 // 16 + 1033
+    # before 0.26 one scheduled chunk
+    old = block_values(SPECS / "deployments" / "gpt_oss_120b_h100.kvspec", "gpt_oss_120b_h100", "vllm.version=0.25")
+    assert old["vllm.sliding_pages"] == ceil(min(128 - 1 + 8192, 131072) / 16) + 1 == 521
 
 
 def test_vllm_max_context_is_the_longest_that_batch_requests_hold(tmp_path):
@@ -241,7 +244,7 @@ def test_compare_text_shows_every_engine_and_why():
     # the rules themselves, with their values
     assert "kv_cache_tokens = floor(num_blocks / groups) * block_size = floor(9,793 / 2) * 16 tokens = 78,336 tokens" in out
     assert "max_concurrency = num_blocks / pages_per_request = 9,793 / 8,713 = 1.124" in out
-    assert "sliding_pages = ceil(min(model.window - 1 tokens + max_num_batched_tokens, context) / sliding_block_size) + 1" in out
+    assert "sliding_pages = ceil(min(model.window - 1 tokens + in_flight_tokens, context) / sliding_block_size) + 1" in out
     assert "= 521" in out
 
 

@@ -143,5 +143,6 @@ def test_vllm_pads_pages_to_the_larger_kind(tmp_path):
     assert (d["vllm.sliding_block_size"], d["vllm.block_size"]) == (16, 32)
     # 50 sliding layers in 5 groups of 10 and the 10 full ones in a sixth
     assert (d["vllm.groups"], d["vllm.group_size"]) == (6, 10)
-    # a request of 16K tokens: 512 full pages, ceil((1023 + 8192) / 16) + 1 = 577 pages in each sliding group
-    assert d["vllm.pages_per_request"] == 512 + 5 * 577
+    # a request of 16K tokens: 512 full pages, min(1023 + 2 x 8192 tokens in flight, 16,384) / 16 + 1 = 1,025 pages
+    # in each sliding group (the window reaches past the context)
+    assert d["vllm.pages_per_request"] == 512 + 5 * 1025

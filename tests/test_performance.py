@@ -187,9 +187,12 @@ def test_cost_cells(tmp_path):
     v = deployment(tmp_path, "llama_3_1_8b", "h100_sxm", gpus=2, replicas=3, batch=32, context="2048")
     assert v("total_gpus") == 6 and v("users_served") == 96
     assert v("cost_per_hour") == 6 * v("price_per_hour", "h100_sxm")
-    assert v("cost_per_month") == v("cost_per_hour") * 730 * 3600
+    assert v("hours_per_month") == 730 * 3600 and v("cost_per_month") == v("cost_per_hour") * 730 * 3600
     per_token = v("cost_per_hour") / (v("output_tokens_per_second") * 3)
     assert abs(float(v("cost_per_million_output_tokens") / (per_token * 10**6)) - 1) < 1e-12
+    # prompt and answer counted: 1,024 + 1,024 tokens a request, twice the answer's tokens
+    assert v("prompt_tokens") == v("output_tokens") == 1024
+    assert v("cost_per_million_tokens") * 2 == v("cost_per_million_output_tokens")
 
 
 # ---- mixtures of experts: expert and attention parallelism ----------------------------------------

@@ -38,7 +38,7 @@ def test_no_rule_is_written_twice():
     assert not twice, twice
 
 
-OUTPUT_MODULES = ["report.py", "plan.py", "solve.py", "search.py", "excel/*.py"]
+OUTPUT_MODULES = ["report.py", "plan*.py", "solve*.py", "search.py", "excel/*.py"]
 # a prelude cell as an output module writes it into a formula: `{n('fits')}`, `self._n(d, "fits")`, `{goal}`
 _CELL = r"""(?:\{n\(["'][a-z_]+["']\)\}|\{goal\}|\{\}|\$?[A-Z]{1,3}\$?\{?first\}?)"""
 # arithmetic or a comparison between two cells, or a cell against a number: a rule or a threshold

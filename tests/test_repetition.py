@@ -13,7 +13,7 @@ from kvdsl import lsp_analysis as an
 from kvdsl import lsp_complete
 from kvdsl.api import build_program, evaluate_paths, parse_setting
 from kvdsl.errors import KvdslError, flatten
-from kvdsl.excel.workbook import excel_name
+from kvdsl.excel.names import excel_name
 from kvdsl.fmt import format_text
 from kvdsl.units import BOOL, TOKENS
 

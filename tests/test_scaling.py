@@ -14,7 +14,7 @@ import pytest
 
 from kvdsl.api import build_program, evaluate_paths
 from kvdsl.parser import parse_text
-from kvdsl.transformer import BALANCE_AT
+from kvdsl.transformer_chains import BALANCE_AT
 
 ROOT = Path(__file__).resolve().parents[1]
 HEAD = 'model a "A" {\n    layers = 1; heads = 1; head_dim = 1; params = 1\n'

@@ -519,10 +519,10 @@ def test_explain_follows_into_the_model_spec(explanation):
 def test_a_linear_regime_bound_reads_as_sympy_writes_it(op, a, b):
     import sympy as sp
 
-    from kvdsl.solve import _linear_bound
+    from kvdsl.solve_algebra import linear_bound
 
     x = sp.Symbol("gpus")
     condition = sp.Rel(sp.Rational(a) * x + sp.Rational(b), 0, op)
     expected = sp.solve_univariate_inequality(condition, x, relational=True)
     expected = expected.subs({sp.Lt(x, sp.oo): sp.true, sp.Lt(-sp.oo, x): sp.true})
-    assert sp.sstr(_linear_bound(condition, x)) == sp.sstr(expected)
+    assert sp.sstr(linear_bound(condition, x)) == sp.sstr(expected)

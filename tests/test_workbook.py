@@ -22,7 +22,8 @@ from kvdsl.api import build_program, evaluate_paths, parse_setting
 from kvdsl.cli import main
 from kvdsl.evaluate import evaluate
 from kvdsl.search import depends_on
-from kvdsl.excel.workbook import WHAT_IF_CONTEXTS, excel_name
+from kvdsl.excel.cells import WHAT_IF_CONTEXTS
+from kvdsl.excel.names import excel_name
 from workbook_helpers import (CATALOG, ROOT, cli, compare_numeric, shared_catalog_export, destination, error_cells, eval_json, export,
                               libreoffice, named, recalculate, same_value, set_typed, typed_cell)
 
@@ -42,12 +43,20 @@ CHANGES = {
     "gpus": [("llama_3_1_70b_h100x4_fp8.gpus", 2)],
     "kv_dtype": [("deepseek_v3_h200x8.kv_dtype", "q4_0")],
     "hardware": [("mistral_7b_l4.hardware", "h100_sxm")],
-    "engine": [("v22_gpt_oss_120b.engine", "sglang"), ("v23_qwen3_next_80b_h200x2.engine", "trtllm")],
-    "engine_inputs": [("v25_nemotron_3_nano_4b_gb10.kv_cache_memory_bytes", 8 * 2**30),
-                      ("v20_deepseek_v2_lite_l4x4.pipeline_stages", 1), ("v10_qwen3_8b_rtx4090.vllm.tokens_from_concurrency", False)],
+    "engine": [("qwen3_8b_rtx4090.engine", "vllm"), ("jamba_a100x2.engine", "trtllm")],
+    "workload": [("mamba_2_8b_l4.workload", "rag_workload"), ("rag_workload.prompt_tokens", 4000)],
 }
 
 ALL_CHANGES = [change for changes in CHANGES.values() for change in changes]
+
+# The engine-log reproductions have a catalog of their own: changes of their engines and engine inputs
+ENGINE_LOGS = ROOT / "specs" / "engine_logs" / "catalog.kvspec"
+ENGINE_LOG_CHANGES = {
+    "engine": [("v22_gpt_oss_120b.engine", "sglang"), ("v23_qwen3_next_80b_h200x2.engine", "trtllm")],
+    "engine_inputs": [("v25_nemotron_3_nano_4b_gb10.kv_cache_memory_bytes", 8 * 2**30),
+                      ("v20_deepseek_v2_lite_l4x4.pipeline_stages", 1), ("v10_qwen3_8b_rtx4090.vllm.version", 0.19)],
+}
+ALL_ENGINE_LOG_CHANGES = [change for changes in ENGINE_LOG_CHANGES.values() for change in changes]
 
 REQUIRED = "layers = {layers}\n    heads = 4\n    head_dim = 8\n    params = 1e9\n"
 
@@ -216,16 +225,24 @@ class Recalculated:
         return self._loaded[key]
 
 
+def changed_copy(source: Path, changes: list, path: Path) -> Path:
+    """A copy of the workbook `source` with each (name, value) of `changes` typed where a reader types it."""
+    wb = openpyxl.load_workbook(source)
+    for name, value in changes:
+        set_typed(wb, name, value)
+    path.parent.mkdir(exist_ok=True)
+    wb.save(path)
+    return path
+
+
 @pytest.fixture(scope="module")
 def recalculated(workdir, catalog_xlsx) -> Recalculated:
     sources, failures = {"catalog": catalog_xlsx}, {}
-    wb = openpyxl.load_workbook(catalog_xlsx)
-    for name, value in ALL_CHANGES:
-        set_typed(wb, name, value)
-    path = workdir / "changed" / "changed.xlsx"
-    path.parent.mkdir(exist_ok=True)
-    wb.save(path)
-    sources["changed"] = path
+    sources["changed"] = changed_copy(catalog_xlsx, ALL_CHANGES, workdir / "changed" / "changed.xlsx")
+    (workdir / "engine_logs").mkdir(exist_ok=True)
+    sources["engine_logs"] = export(ENGINE_LOGS, workdir / "engine_logs" / "engine_logs.xlsx")
+    sources["engine_logs_changed"] = changed_copy(sources["engine_logs"], ALL_ENGINE_LOG_CHANGES,
+                                                  workdir / "changed" / "engine_logs_changed.xlsx")
     for key in SPECS:
         if key.startswith("clash_"):
             continue
@@ -251,16 +268,27 @@ def test_every_named_cell_recalculates_to_eval(recalculated, catalog_json):
 
 
 @libreoffice
-def test_changed_inputs_recalculate_to_eval_with_set(recalculated):
-    settings = [f"{name}={str(value).lower() if isinstance(value, bool) else value}" for name, value in ALL_CHANGES]
-    blocks = eval_json(CATALOG, settings)
-    wb = recalculated["changed"]
-    for name, value in ALL_CHANGES:
+@pytest.mark.parametrize("key, spec, changes, least", [("changed", CATALOG, ALL_CHANGES, 900),
+                                                       ("engine_logs_changed", ENGINE_LOGS, ALL_ENGINE_LOG_CHANGES, 900)])
+def test_changed_inputs_recalculate_to_eval_with_set(recalculated, key, spec, changes, least):
+    settings = [f"{name}={str(value).lower() if isinstance(value, bool) else value}" for name, value in changes]
+    blocks = eval_json(spec, settings)
+    wb = recalculated[key]
+    for name, value in changes:
         assert named(wb, name) == value
     count, bad = compare_numeric(wb, blocks)
     assert not bad, f"--set {settings}: {len(bad)} of {count} cells differ, e.g. {bad[:15]}"
-    assert count > 900
+    assert count > least
     assert error_cells(wb) == []
+
+
+@libreoffice
+def test_the_engine_log_catalog_recalculates_to_eval(recalculated):
+    """The engine-log reproductions, exported from their own catalog, equal `eval` too."""
+    count, bad = compare_numeric(recalculated["engine_logs"], eval_json(ENGINE_LOGS))
+    assert not bad, f"{len(bad)} of {count} cells differ, e.g. {bad[:15]}"
+    assert count > 900
+    assert error_cells(recalculated["engine_logs"]) == []
 
 
 @libreoffice
@@ -272,13 +300,18 @@ def test_changes_actually_change_results(recalculated, catalog_json):
         "gpus": "llama_3_1_70b_h100x4_fp8.kv_budget_bytes",
         "kv_dtype": "deepseek_v3_h200x8.kv_bytes_per_element",
         "hardware": "mistral_7b_l4.memory_per_gpu",
-        "engine": "v22_gpt_oss_120b.engine_kv_cache_tokens",
-        "engine_inputs": "v25_nemotron_3_nano_4b_gb10.engine_num_blocks",
+        "engine": "qwen3_8b_rtx4090.engine_kv_cache_tokens",
+        "workload": "mamba_2_8b_l4.ttft_seconds",
     }
     for case, name in moved.items():
         block, cell = name.split(".")
         before = catalog_json[block]["cells"][cell]["value"]
         assert named(recalculated["changed"], name) != before, case
+    engine_logs = eval_json(ENGINE_LOGS)
+    for case, name in {"engine": "v22_gpt_oss_120b.engine_kv_cache_tokens",
+                       "engine_inputs": "v25_nemotron_3_nano_4b_gb10.engine_num_blocks"}.items():
+        block, cell = name.split(".")
+        assert named(recalculated["engine_logs_changed"], name) != engine_logs[block]["cells"][cell]["value"], case
 
 
 @libreoffice
@@ -290,6 +323,25 @@ def test_the_plan_sheet_and_eval_print_the_same_verdicts(recalculated, catalog_w
     assert set(shown) == set(deployments)
     for block, info in deployments.items():
         assert shown[block] == info["cells"]["verdict"]["value"], block
+
+
+@libreoffice
+def test_libreoffice_and_the_formulas_package_agree_on_every_formula(recalculated, tmp_path_factory):
+    """Every formula cell of every sheet, as LibreOffice and as `formulas` (tests/second_engine.py) compute it."""
+    pytest.importorskip("formulas")
+    from second_engine import shared_catalog_values
+
+    _, computed = shared_catalog_values(tmp_path_factory)
+    wb = recalculated["catalog"]
+    sheets = {ws.title.upper(): ws for ws in wb.worksheets}
+    bad = []
+    for (sheet, coordinate), theirs in computed.items():
+        ours = sheets[sheet][coordinate].value
+        numbers = all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (ours, theirs))
+        if not (same_value(float(ours), theirs) if numbers else ours == theirs or {ours, theirs} <= {None, ""}):
+            bad.append((sheet, coordinate, ours, theirs))
+    assert not bad, f"{len(bad)} of {len(computed)} formula cells differ (LibreOffice, formulas), e.g. {bad[:10]}"
+    assert len(computed) > 8000
 
 
 # ---- 4. no error values ----------------------------------------------------------
@@ -598,7 +650,7 @@ def test_export_prints_what_it_wrote_and_leaves_no_temp_file(catalog_export, cat
     program, _ = catalog_program
     formulas = sum(1 for ws in wb.worksheets for row in ws.iter_rows() for c in row if c.data_type == "f")
     assert match.group(1) == str(out)
-    assert int(match.group(2)) == len(workbook_blocks(program)) == 108  # with the three prelude workloads
+    assert int(match.group(2)) == len(workbook_blocks(program)) == 95  # with the three prelude workloads
     assert int(match.group(3).replace(",", "")) == formulas
     assert int(match.group(4).replace(",", "")) == len(wb.defined_names)
     assert match.group(5).split(", ") == SHEETS
@@ -686,13 +738,14 @@ def test_a_solved_cell_the_formula_cannot_follow_is_refused(tmp_path):
 
 
 @libreoffice
-def test_summary_shows_each_deployments_engine_figures(recalculated, catalog_json):
-    ws = recalculated["catalog"]["Summary"]
+def test_summary_shows_each_deployments_engine_figures(recalculated):
+    ws = recalculated["engine_logs"]["Summary"]
     headers = [c.value for c in ws[1]]
     rows = {row[0]: dict(zip(headers, row)) for row in ws.iter_rows(min_row=2, values_only=True)}
     block = "v23_qwen3_next_80b_h200x2"
-    row = rows[catalog_json[block]["title"]]
-    cells = catalog_json[block]["cells"]
+    blocks = eval_json(ENGINE_LOGS)
+    row = rows[blocks[block]["title"]]
+    cells = blocks[block]["cells"]
     assert row["engine"] == "vllm"
     assert row["engine KV tokens"] == cells["engine_kv_cache_tokens"]["value"] == 973760
     assert row["engine blocks"] == 7162

@@ -14,7 +14,8 @@ import pytest
 
 from kvdsl.api import evaluate_paths
 from kvdsl.labels import describe
-from kvdsl.excel.workbook import SHEETS, YES_NO
+from kvdsl.excel.cells import SHEETS
+from kvdsl.excel.styles import YES_NO
 from workbook_helpers import CATALOG, ROOT, destination, export, shared_catalog_export, typed_cell
 
 MISTRAL = ROOT / "specs" / "deployments" / "mistral_7b_l4.kvspec"
@@ -177,7 +178,7 @@ def test_intermediate_and_engine_columns_are_grouped_and_hidden(catalog, program
 def test_print_setup(catalog):
     for ws in catalog.worksheets:
         assert ws.page_setup.orientation == "landscape", ws.title
-        assert ws.page_setup.fitToWidth == 1 and ws.page_setup.fitToHeight == 0, ws.title
+        assert ws.page_setup.fitToWidth == 1 and ws.page_setup.fitToHeight == (ws.title == "README"), ws.title
         assert ws.sheet_properties.pageSetUpPr.fitToPage, ws.title
     assert catalog["Deployments"].print_title_rows == "$1:$2"
     breaks = [b.id for b in catalog["Plan"].row_breaks.brk]

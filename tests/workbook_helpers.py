@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 
 from kvdsl.cli import main
-from kvdsl.excel.workbook import excel_name
+from kvdsl.excel.names import excel_name
 
 ROOT = Path(__file__).resolve().parent.parent
 CATALOG = ROOT / "specs" / "catalog.kvspec"
@@ -160,7 +160,7 @@ def destination(wb, name: str):
     return wb[sheet][ref]
 
 
-PLAN_REFERENCE = re.compile(r"^='(?P<sheet>[^']+)'!\$(?P<col>[A-Z]+)\$(?P<row>\d+)(?:\*(?P<factor>\d+))?$")
+PLAN_REFERENCE = re.compile(r"^='(?P<sheet>[^']+)'!\$(?P<col>[A-Z]+)\$(?P<row>\d+)(?:\*(?P<factor>\d+)|/(?P<divisor>\d+))?$")
 # a memory, rate or price typed in human units beside its named cell: `=E3*1073741824`, `=S3/3600`
 BESIDE_REFERENCE = re.compile(r"^=(?P<col>[A-Z]+)(?P<row>\d+)(?:\*(?P<factor>\d+)|/(?P<divisor>\d+))$")
 
@@ -177,7 +177,8 @@ def typed_cell(wb, name: str):
     target = destination(wb, name)
     match = PLAN_REFERENCE.match(str(target.value)) if target.data_type == "f" else None
     if match is not None:
-        return wb[match["sheet"]][f"{match['col']}{match['row']}"], int(match["factor"] or 1)
+        factor = Fraction(1, int(match["divisor"])) if match["divisor"] else int(match["factor"] or 1)
+        return wb[match["sheet"]][f"{match['col']}{match['row']}"], factor
     match = BESIDE_REFERENCE.match(str(target.value)) if target.data_type == "f" else None
     if match is not None and target.parent[f"{match['col']}{match['row']}"].data_type == "n":
         factor = int(match["factor"]) if match["factor"] else Fraction(1, int(match["divisor"]))

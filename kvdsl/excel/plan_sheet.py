@@ -11,12 +11,15 @@ names `block.cell` keep base units and equal `kvdsl eval`.
 from __future__ import annotations
 
 import weakref
+from fractions import Fraction
 from typing import Optional
 
 from dataclasses import dataclass
 
 from ..labels import describe, is_labelled
+from .names import cell_name, ids_name
 from .validation import GIB, bounds, data_validation, example_text, human_unit
+from .values import stored_number, write_value
 
 SHEET = "Plan"
 YELLOW = "FFF2CC"
@@ -42,6 +45,7 @@ INPUTS = [
     ("workload", "Workload"),
     ("utilization", "Share of GPU memory the engine uses"),
     ("reserve_bytes", "Reserve per GPU (runtime overhead)"),
+    ("hours_per_month", "Hours per month"),
 ]
 TYPED_FORMS = ("input", "ref", "rule")
 SCALED = ("memory_per_gpu", "weights_bytes_per_gpu", "kv_bytes_per_gpu", "tpot_seconds")  # the cell in GiB or ms
@@ -70,7 +74,7 @@ class PlanSheet:
                 if rc is None or rc.form not in TYPED_FORMS or rc.scope:
                     continue
                 rule = bounds(self.program, key)
-                unit = human_unit(rc.dim, rule)
+                unit = human_unit(rc.dim, rule, [writer.values.get(key)])
                 self.inputs[key] = (section.top + 4 + i, unit, rule)
 
     # ---- what the Deployments sheet reads ------------------------------------
@@ -78,7 +82,7 @@ class PlanSheet:
     def reference(self, key) -> str:
         """The base-unit formula of a typed cell on the Deployments sheet."""
         row, unit, _ = self.inputs[key]
-        return f"='{SHEET}'!$B${row}" + (f"*{unit.factor}" if unit.factor != 1 else "")
+        return f"='{SHEET}'!$B${row}" + unit.to_base()
 
     # ---- writing --------------------------------------------------------------
 
@@ -110,7 +114,7 @@ class PlanSheet:
         ws.print_area = f"A{self.sections[0].top}:{PRINT_LAST_COLUMN}{self.sections[-1].top + SECTION_ROWS - 1}"
 
     def _n(self, block, cell) -> str:
-        return self.w.cell_name((block, cell))
+        return cell_name((block, cell))
 
     def _section(self, ws, section: Section) -> None:
         from openpyxl.comments import Comment
@@ -143,7 +147,7 @@ class PlanSheet:
                 self._typed(ws, target, key, unit, rule)
                 ws.cell(row, 3, "" if unit.unit == "%" else unit.unit)
             else:
-                target.value = "=" + self.w.cell_name(key)
+                target.value = "=" + cell_name(key)
                 self.w.formulas += 1
             note = f"{description}\n" if description else ""
             target.comment = Comment(f"{note}Cell {d}.{cell}", "kvdsl", width=300, height=90)
@@ -175,12 +179,12 @@ class PlanSheet:
         from openpyxl.worksheet.datavalidation import DataValidation
 
         rc = self.program.cells[key]
-        self.w.write_value(target, key)
+        write_value(self.w, target, key)
         if unit.factor != 1:
             if target.data_type == "f":
-                target.value = f"=({target.value[1:]})/{unit.factor}"
+                target.value = f"=({target.value[1:]}){unit.from_base()}"
             elif isinstance(target.value, (int, float)):
-                target.value = target.value / unit.factor
+                target.value = stored_number(Fraction(self.w.values[key]) / unit.factor)
         target.number_format = unit.number_format if unit.unit == "%" else unit.number_format.split('"')[0].strip()
         target.fill = PatternFill("solid", fgColor=YELLOW if rc.form != "rule" else PALE)
         target.font = Font(color=BLUE, bold=True)
@@ -189,7 +193,7 @@ class PlanSheet:
             kind = self.program.blocks[rc.ref_target].kind
             if kind not in self.w.layout.blocks:
                 return
-            dv = DataValidation(type="list", formula1=f"={self.w.ids_name(kind)}", allow_blank=False,
+            dv = DataValidation(type="list", formula1=f"={ids_name(kind)}", allow_blank=False,
                                 showErrorMessage=True, showInputMessage=True, errorTitle="Not in the list",
                                 error=f"Choose one of the rows of the {self.w.sheet_of(kind)} sheet.",
                                 promptTitle=words[:32], prompt=f"Choose from the list (the {self.w.sheet_of(kind)} sheet).")
@@ -261,7 +265,9 @@ class PlanSheet:
             ("Users served at once, all copies", "users_served", shown("users_served"), "#,##0", "users"),
             ("Meets the workload's targets", "meets_targets", f'=IF({n("meets_targets")},"Yes","No")', "General", ""),
             ("Cost per month", "cost_per_month", shown("cost_per_month"), '"$"#,##0', "USD"),
-            ("Cost per million output tokens", "cost_per_million_output_tokens",
+            ("Cost per million tokens (prompt + answer)", "cost_per_million_tokens",
+             shown("cost_per_million_tokens"), '"$"#,##0.00', "USD"),
+            ("Cost per million answer tokens", "cost_per_million_output_tokens",
              shown("cost_per_million_output_tokens"), '"$"#,##0.00', "USD"),
         ]
 

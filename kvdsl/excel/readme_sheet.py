@@ -65,6 +65,9 @@ def readme_lines(writer) -> list:
         ("", "The whole row follows: memory, users, speed and cost use the new model or GPU.", ""),
         ("", "The KV format, engine and workload cells switch the same way.", ""),
         ("", "The lists are the first column of the Models, Hardware, Formats, Engines and Workloads sheets.", ""),
+    ]
+    rows += cost_lines(writer)
+    rows += [
         ("", "", ""),
         ("Units", "", "heading"),
         ("Memory", "GiB: 1 GiB = 1,073,741,824 bytes (1024 x 1024 x 1024).", ""),
@@ -79,6 +82,29 @@ def readme_lines(writer) -> list:
         ("", "A name that looks like a cell address gets a leading underscore: _h100.memory.", ""),
     ]
     return rows
+
+
+def cost_lines(writer) -> list:
+    """The basis of the costs, in the prelude's words: what a month counts, where prices come from, which tokens."""
+    from ..labels import describe
+
+    deployments = writer.layout.blocks.get("deployment", [])
+    cells = writer.program.cells
+    if not deployments or (deployments[0], "cost_per_million_tokens") not in cells:
+        return []
+    words = lambda cell: describe(cells[(deployments[0], cell)])  # noqa: E731
+    hours, total, answer = words("hours_per_month"), words("cost_per_million_tokens"), words("cost_per_million_output_tokens")
+    return [
+        ("", "", ""),
+        ("Costs", "", "heading"),
+        ("Prices", "The price per GPU-hour on the Hardware sheet is an example rate: type the rate you pay.", ""),
+        ("Per month", "Price per GPU-hour x GPUs per copy x copies x hours per month.", ""),
+        ("", f"{hours.label}: {hours.description}", ""),
+        ("", "Each deployment's hours per month is a yellow cell on its Plan page.", ""),
+        ("Per million tokens", f"{total.label}: {total.description}", ""),
+        ("", f"{answer.label}: {answer.description}", ""),
+        ("", "For 2,000-token prompts and 500-token answers the first is a fifth of the second.", ""),
+    ]
 
 
 def readme_sheet(writer, wb) -> None:

@@ -152,17 +152,31 @@ def _scale(factor) -> str:
     return f"*{factor.numerator}/{factor.denominator}"
 
 
-def human_unit(dim, rule: Optional[Bounds]) -> HumanUnit:
-    """GiB for memory, % for shares, thousands separators for counts."""
+def human_unit(dim, rule: Optional[Bounds], values=()) -> HumanUnit:
+    """GiB for memory, % for shares, thousands separators for counts; a time in the unit that writes
+    `values` (the values it will show) with the fewest digits: hours, seconds or milliseconds."""
     if dim == BYTES:
         return HumanUnit(GIB, '#,##0.00" GiB"', "GiB")
     if rule is not None and rule.fraction:
         return HumanUnit(1, "0%", "%")
+    if dim == SECONDS:
+        return time_unit(values)
     if dim == TOKENS:
         return HumanUnit(1, '#,##0" tokens"', "tokens")
     if isinstance(dim, Dim) and dim.dimensionless and rule is not None and rule.whole:
         return HumanUnit(1, "#,##0", "")
     return HumanUnit(1, "General", dim.unit() if isinstance(dim, Dim) and dim.unit() else "")
+
+
+def time_unit(values=()) -> HumanUnit:
+    """Hours when every value is a whole number of them, milliseconds when every value is below a second,
+    else seconds (zeros count for any)."""
+    times = [Fraction(v) for v in values if v is not None and not isinstance(v, (bool, str)) and v != 0]
+    if times and all(t >= 3600 and t % 3600 == 0 for t in times):
+        return HumanUnit(Fraction(3600), '#,##0" h"', "h")
+    if times and all(abs(t) < 1 for t in times):
+        return HumanUnit(Fraction(1, 1000), '#,##0.0" ms"', "ms")
+    return HumanUnit(1, '#,##0.00" s"', "s")
 
 
 # how a block sheet shows a figure in base units beside the one typed or read in these

@@ -1,0 +1,58 @@
+"""How the sheets look beyond a cell's own format: Yes/No on boolean cells, red where a result cannot
+hold, and the printed page."""
+
+from __future__ import annotations
+
+from .cells import SHEETS, column_letter
+from .layout import HEADER_ROWS
+
+# A boolean cell reads Yes/No through a conditional format's number format: the
+# cell's own format stays General, so the cell stays a boolean (LibreOffice
+# saves a boolean with a number format of its own as a number).
+YES_NO = '"Yes";"Yes";"No"'
+
+
+def highlights(writer, wb) -> None:
+    """Red on the Deployments sheet where a result cannot hold; Yes/No on every boolean cell."""
+    from openpyxl.formatting.rule import Rule
+    from openpyxl.styles import PatternFill
+    from openpyxl.styles.differential import DifferentialStyle
+    from openpyxl.styles.numbers import NumberFormat
+
+    yes_no = NumberFormat(numFmtId=500, formatCode=YES_NO)
+    red = DifferentialStyle(fill=PatternFill("solid", fgColor="F4CCCC", bgColor="F4CCCC"), numFmt=yes_no)
+    if "deployment" in writer.layout.blocks:
+        _red_results(writer, wb[SHEETS["deployment"]], red)
+    for sheet, coordinates in writer.booleans.items():
+        wb[sheet].conditional_formatting.add(" ".join(coordinates),
+                                             Rule(type="expression", formula=["TRUE"],
+                                                  dxf=DifferentialStyle(numFmt=yes_no)))
+
+
+def _red_results(writer, ws, red) -> None:
+    """Red where a result cannot hold: the memory figures where the deployment does not fit, `meets_targets`
+    where it misses them (conditions the prelude states, never a threshold here)."""
+    from openpyxl.formatting.rule import Rule
+
+    first, last = HEADER_ROWS + 1, HEADER_ROWS + len(writer.layout.blocks["deployment"])
+    columns = writer.layout.columns["deployment"]
+    for cell, condition in (("fits", "fits"), ("meets_targets", "meets_targets"), ("shortfall_bytes_per_gpu", "fits"),
+                            ("kv_budget_bytes_per_gpu", "fits"), ("max_batch", "fits")):
+        if cell not in columns or condition not in columns:
+            continue
+        letter = column_letter(columns[cell])
+        test = f"NOT(${column_letter(columns[condition])}{first})"
+        ws.conditional_formatting.add(f"{letter}{first}:{letter}{last}", Rule(type="expression", formula=[test], dxf=red))
+
+
+def print_setup(ws) -> None:
+    """Landscape A4, fit to the page width, header rows repeated on every page."""
+    ws.page_setup.orientation = "landscape"
+    ws.page_setup.paperSize = ws.PAPERSIZE_A4
+    ws.page_setup.fitToWidth = 1
+    ws.page_setup.fitToHeight = 1 if ws.title == "README" else 0  # the README on one page
+    ws.sheet_properties.pageSetUpPr.fitToPage = True
+    if ws.title in SHEETS.values():
+        ws.print_title_rows = f"1:{HEADER_ROWS}"
+    elif ws.title in ("Summary", "Comparison"):
+        ws.print_title_rows = "1:1"

@@ -1,0 +1,248 @@
+"""The algebra of solving, on SymPy expressions alone: a condition's relations as gaps,
+their roots and regimes, closed forms in their shortest shape, bounds read off a condition.
+
+Nothing here knows a program or a cell: `solve.py` expands the condition and
+calls these; `solve_live.py` builds a workbook's formula from them.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import types
+from contextlib import contextmanager
+from typing import Optional
+
+import sympy as sp
+
+
+def relations(expr) -> list:
+    """The relations of a condition joined by `and`, each on its own."""
+    if isinstance(expr, sp.And):
+        return [r for arg in expr.args for r in relations(arg)]
+    return [expr]
+
+
+def gaps(constraint, x) -> list:
+    """Each relation of the constraint that involves x, as `gap <= 0`."""
+    out = []
+    for relation in relations(constraint):
+        if isinstance(relation, sp.core.relational.Relational) and relation.has(x):
+            less = isinstance(relation, (sp.Le, sp.Lt))
+            out.append(relation.lhs - relation.rhs if less else relation.rhs - relation.lhs)
+    return out
+
+
+def substitute_conditions(expr, env: dict):
+    """Decide the conditions of every `if` that the given values decide."""
+    expr = expr.rewrite(sp.Piecewise) if expr.has(sp.Min, sp.Max) else expr
+
+    def fix(pw):
+        return sp.Piecewise(*[(a, c.subs(env) if hasattr(c, "subs") else c) for a, c in pw.args])
+
+    return expr.replace(lambda e: isinstance(e, sp.Piecewise), fix)
+
+
+def real_roots(piece, x) -> list:
+    """Real roots of piece = 0 in closed form, for rational functions of x; [] otherwise."""
+    if not piece.is_rational_function(x):
+        return []
+    linear = _linear_root(piece, x)
+    if linear is not None:
+        return linear
+    try:
+        return [r for r in sp.solve(sp.Eq(piece, 0), x) if not r.has(sp.I)]
+    except (NotImplementedError, ValueError, TypeError):
+        return []
+
+
+def _linear_root(piece, x):
+    """[root] of piece = 0 when its numerator is linear in x ([] when the root zeroes the denominator); else None.
+
+    The common case, without `sp.solve`: it simplifies its answers, and
+    `simplify` alone costs more than the rest of a solve.
+    """
+    numerator, denominator = sp.fraction(sp.together(piece))
+    try:
+        poly = sp.Poly(numerator, x)
+    except sp.PolynomialError:
+        return None
+    if poly.degree() != 1:
+        return None
+    slope, offset = poly.coeff_monomial(x), poly.coeff_monomial(1)
+    if slope.has(x) or offset.has(x) or slope == 0:
+        return None
+    root = sp.cancel(-offset / slope)
+    if denominator.has(x) and sp.cancel(denominator.subs(x, root)) == 0:
+        return []
+    return [] if root.has(sp.I) else [root]
+
+
+def _group_terms(add):
+    """`a*b*k + a*b*v - u` -> `a*b*(k + v) - u`: pull out what most terms share."""
+    terms = [t for t in add.args if isinstance(t, sp.Mul)]
+    if len(terms) < 2:
+        return add
+    common = sp.factor_terms(sp.Add(*terms))
+    if not isinstance(common, sp.Mul):
+        return add
+    return common + sp.Add(*[t for t in add.args if not isinstance(t, sp.Mul)])
+
+
+def tidy(expr):
+    """The shortest of a few equivalent forms of a closed form, with positive denominators."""
+    numerator, denominator = sp.fraction(sp.cancel(expr))
+    flipped = (-numerator) / (-denominator)
+    forms = [expr, sp.factor_terms(expr), sp.factor(expr), flipped]
+    forms += [f.replace(lambda e: e.is_Add, _group_terms) for f in list(forms)]
+    return min(forms, key=lambda e: (sp.count_ops(e, visual=False) + str(e).count("-"), len(str(e))))
+
+
+def relax(expr):
+    """The expression with its rounding (`ceil`, `floor`) taken away."""
+    return expr.replace(sp.ceiling, lambda a: a).replace(sp.floor, lambda a: a)
+
+
+def pieces(expr) -> list:
+    """(piece, condition) of each branch of an expression; one branch, always, when it has none."""
+    folded = sp.piecewise_fold(expr)
+    if isinstance(folded, sp.Piecewise):
+        return [(a, c) for a, c in folded.args if c is not sp.false]
+    return [(folded, sp.true)]
+
+
+def real_number(value) -> Optional[float]:
+    """The expression's value as a real float; None when it has none (complex, nan, a symbol left)."""
+    try:
+        number = complex(value)
+    except (TypeError, ValueError):
+        return None
+    if abs(number.imag) > 1e-12 or math.isnan(number.real):
+        return None
+    return number.real
+
+
+def relation_text(relation) -> str:
+    """A relation as text, `==` and `!=` spelled as kvspec spells them."""
+    if isinstance(relation, (sp.Eq, sp.Ne)):
+        return f"{sp.sstr(relation.lhs)} {'==' if isinstance(relation, sp.Eq) else '!='} {sp.sstr(relation.rhs)}"
+    return sp.sstr(relation)
+
+
+def relaxed_bounds(constraint, x, env: dict) -> list:
+    """For each relation on x: (direction, [(condition, solution)]) of its relaxed form."""
+    out = []
+    for gap in gaps(constraint, x):
+        gap = relax(substitute_conditions(gap, env))
+        regimes = []
+        earlier = []
+        for piece, condition in pieces(gap):
+            effective = sp.And(condition, *[sp.Not(c) for c in earlier]) if earlier else condition
+            earlier.append(condition)
+            condition = effective
+            if not piece.has(x):
+                continue
+            roots = real_roots(piece, x)
+            if not roots:
+                continue
+            slope = real_number(sp.diff(piece, x).subs(env).subs(x, roots[0].subs(env)))
+            regimes.append((condition, tidy(roots[0]), slope))
+        if regimes:
+            out.append(regimes)
+    return out
+
+
+def condition_text(condition, env) -> str:
+    condition = condition.subs(env)
+    if condition is sp.true:
+        return "always"
+    symbols = condition.free_symbols
+    if len(symbols) == 1:
+        condition = _one_bound(condition, next(iter(symbols)))
+    return sp.sstr(condition)
+
+
+def _one_bound(condition, x):
+    """A condition on x alone, each of its `and`ed parts as a bound on x where one can be read."""
+    if isinstance(condition, sp.And):
+        return sp.And(*[_one_bound(part, x) for part in condition.args])
+    bound = linear_bound(condition, x)
+    if bound is not None:
+        condition = bound
+    elif isinstance(condition, sp.core.relational.Relational):
+        try:
+            condition = sp.solve_univariate_inequality(condition, x, relational=True)
+        except (NotImplementedError, ValueError, TypeError):
+            pass
+    return condition.subs({sp.Lt(x, sp.oo): sp.true, sp.Lt(-sp.oo, x): sp.true, sp.Lt(0, x): sp.true})
+
+
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def linear_bound(condition, x):
+    """`a*x + b < 0` (or <=, >, >=) with a number a: the bound on x, as SymPy's
+    solve_univariate_inequality writes it (`x < r`, `r <= x`), without its cost;
+    None for any other condition."""
+    if not isinstance(condition, sp.core.relational.Relational) or condition.rel_op not in _FLIPPED:
+        return None
+    expr = condition.lhs - condition.rhs
+    if not expr.is_polynomial(x) or sp.degree(expr, x) != 1:
+        return None
+    a = expr.coeff(x, 1)
+    if not a.is_number or not a.is_nonzero:
+        return None
+    root = -expr.coeff(x, 0) / a
+    op = condition.rel_op if a.is_positive else _FLIPPED[condition.rel_op]
+    if op in ("<", "<="):
+        return sp.Rel(x, root, op)
+    return sp.Rel(root, x, _FLIPPED[op])
+
+
+def rounding_step(gap, x):
+    """B when the unknown is charged as `ceil(x / B) * B` (paging), else None."""
+    for term in gap.atoms(sp.ceiling):
+        coefficient = sp.cancel(term.args[0] / x)
+        if not coefficient.has(x) and coefficient != 0:
+            return 1 / coefficient
+    return None
+
+
+def larger_than(expr, limit: int) -> bool:
+    """Whether the expression has more than `limit` nodes (counted without walking them all)."""
+    for count, _ in enumerate(sp.preorder_traversal(expr)):
+        if count > limit:
+            return True
+    return False
+
+
+def unbounded_where_zero(root):
+    """A bound that divides by cells which may be 0 is unbounded (oo) where they are.
+
+    hazard: past a sliding window, or in a pure state-space model, nothing
+    grows with the context, so the memory bound divides by 0; a spreadsheet
+    would show #DIV/0! there and spoil every MIN it feeds.
+    """
+    denominator = sp.fraction(root)[1]
+    if not denominator.free_symbols:
+        return root
+    return sp.Piecewise((sp.oo, sp.Eq(denominator, 0)), (root, True))
+
+
+@contextmanager
+def stand_in(name: str, *classes: str):
+    """While inside, an import of the module `name` (not imported yet) finds a
+    stand-in whose `classes` nothing is an instance of; it is removed
+    afterwards, so a real import later is untouched."""
+    if name in sys.modules:
+        yield
+        return
+    module = types.ModuleType(name)
+    for class_name in classes:
+        setattr(module, class_name, type(class_name, (), {}))
+    sys.modules[name] = module
+    try:
+        yield
+    finally:
+        if sys.modules.get(name) is module:
+            del sys.modules[name]

@@ -1,0 +1,103 @@
+"""A solved cell as a live workbook formula: its closed form over every regime.
+
+`live_form` writes the answer `solve` finds as one expression a spreadsheet
+recalculates (the floor of the tightest bound, the ceiling of the loosest),
+and refuses one that would show another number than `eval`.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from .display import format_value
+from .errors import NoLiveForm, SolveError
+from .evaluate import evaluate
+from .graph import Program
+from .search import CONSTRAINT, depends_on, find_key
+from .solve import Solution, expand_constraint, solve
+from .solve_algebra import (gaps, larger_than, pieces, real_number, real_roots, relations, relax, rounding_step,
+                            unbounded_where_zero)
+from .symbolic import TooLarge, to_rational
+
+
+def live_form(program: Program, block: str, cell: str, assume_zeros: bool = False):
+    """A closed form for the answer over every regime, for a workbook formula.
+
+    Returns (expression, expander, assumed): the expression's symbols are the
+    expander's, so a printer can name them.  The largest integer answer is
+    the floor of the tightest bound, the smallest the ceiling of the loosest.
+    With `assume_zeros`, the cells that are 0 (or false) now are fixed there,
+    which drops the regimes they switch off (sliding layers in a model
+    without any); `assumed` names them.
+    """
+    target = find_key(program, block, cell)
+    solution = solve(program, block, cell)
+    if solution.value is None:
+        raise SolveError(f"cannot write `{block}.{cell}` as a formula: {solution.message}")
+    if solution.constraint != CONSTRAINT:
+        raise NoLiveForm(f"`{block}.{cell}` meets the workload's targets by search: no formula follows it")
+    try:
+        x, expander, constraint = expand_constraint(program, block, cell, depends_on(program, target))
+    except TooLarge as exc:
+        raise NoLiveForm(exc.message) from None
+    if larger_than(constraint, LIVE_FORM_NODES):
+        raise NoLiveForm(f"the closed form of `{block}.{cell}` is too large for a formula")
+    assumed = []
+    if assume_zeros:
+        values = evaluate(program, unchecked=frozenset(k for k, rc in program.cells.items() if rc.form == "require"))
+        zeros = {}
+        for symbol, key in expander.symbols.items():
+            value = values.get(key)
+            if key != target and (value is False or (not isinstance(value, bool) and value == 0)):
+                zeros[symbol] = sp.false if value is False else 0
+                assumed.append(str(symbol))
+        constraint = constraint.subs(zeros)
+    if any(r.has(x) and not isinstance(r, (sp.Le, sp.Lt, sp.Ge, sp.Gt)) for r in relations(constraint)):
+        raise NoLiveForm(f"`{block}.{cell}` must also meet `==` or `!=` conditions: no formula follows them")
+    per_relation = []
+    for gap in gaps(constraint, x):
+        step = rounding_step(gap, x)
+        gap = relax(gap.rewrite(sp.Piecewise) if gap.has(sp.Min, sp.Max) else gap)
+        branches = []
+        for piece, condition in pieces(gap):
+            if not piece.has(x):
+                continue
+            roots = real_roots(piece, x)
+            if roots:
+                root = unbounded_where_zero(roots[0])
+                branches.append((root, condition.subs(x, root)))
+        if branches:
+            branches[-1] = (branches[-1][0], sp.true)
+            bound = sp.Piecewise(*branches)
+            if step is not None:  # x is charged in whole blocks: the answer is a whole number of them
+                rounded = sp.floor if solution.direction == "max" else sp.ceiling
+                bound = rounded(bound / step) * step
+            per_relation.append(bound)
+    if not per_relation:
+        raise SolveError(f"cannot write `{block}.{cell}` as a formula")
+    combine = sp.Min if solution.direction == "max" else sp.Max
+    expr = combine(*per_relation)
+    if isinstance(solution.value, int):
+        expr = sp.floor(expr) if solution.direction == "max" else sp.ceiling(expr)
+    _check_live_form(program, block, cell, expr, expander, solution)
+    return expr, expander, sorted(assumed)
+
+
+LIVE_FORM_NODES = 4000  # a constraint larger than this (every engine rule expanded) is not written as a formula
+
+
+def _check_live_form(program: Program, block: str, cell: str, expr, expander, solution: Solution) -> None:
+    """A formula that would show another number than `eval` is refused, never written."""
+    base = evaluate(program)
+    env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
+    try:
+        value = real_number(expr.subs(env))
+    except (TypeError, ValueError, ArithmeticError):  # SymPy refuses to compare with zoo: a division by 0 here
+        value = None
+    if value is None or abs(value - float(solution.value)) > 1e-9 * max(1.0, abs(float(solution.value))):
+        gives, why = (("has no number at the spec's values", "it divides by 0 there") if value is None
+                      else (f"gives {value}", "rounding the formula cannot follow"))
+        raise SolveError(
+            f"cannot write `{block}.{cell} = ?` as a live formula: its closed form {gives}, but the exact "
+            f"answer is {format_value(solution.value, solution.dim)} ({why})",
+            hint=f"give `{cell}` a value in the spec, or export with --set {block}.{cell}=...")
