@@ -1,13 +1,19 @@
-"""Hover latency of `kvdsl lsp` on the catalog, once the first analysis is done.
+"""The language server on the catalog: its first analysis, and hover once it is done.
 
 Copies specs/ to a temporary directory, adds to its catalog.kvspec a
 deployment whose rule reads `max_batch`, starts `python -m kvdsl lsp`, opens
-the catalog, waits for its first diagnostics (the first parse and
-evaluation), then hovers `max_batch` N times and prints the median and the
-slowest round trip; then the same while an edit is being analysed.  The goal:
-under 200 ms.
+the catalog and times its first analysis (open -> first diagnostics; wall
+time, and the server's CPU time), then hovers `max_batch` N times and prints
+the median and the slowest round trip; then the same while an edit is being
+analysed.  The goals: the first analysis within 1 s, a hover within 50 ms.
 
-    python benchmarks/lsp_hover.py [--runs 20]
+As in cli_vs_import.py, kvdsl's bytecode is compiled first and the server
+opens the catalog twice before the run that is timed, with a cache folder of
+its own: the parsed files and the program of those texts are then kept, as
+when an editor opens files it opened before.  `--first-build` removes the
+kept programs before the timed run: the server resolves the catalog.
+
+    python benchmarks/lsp_hover.py [--runs 20] [--first-build]
 """
 
 from __future__ import annotations
@@ -35,10 +41,17 @@ deployment lsp_bench "Llama-3.1-70B on 4 x H100 SXM" {
     let spare_batch = max_batch - batch
 }
 """
-GOAL_MS = 200
+GOAL_MS = 50
+GOAL_FIRST_SECONDS = 1.0
 
 
-async def measure(folder: Path, runs: int) -> tuple:
+def cpu_seconds(pid: int) -> float:
+    """The CPU time (user + system) a running process has used so far (Linux)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(folder: Path, runs: int, env: dict) -> tuple:
     client = LanguageClient("kvdsl-benchmark", "1")
     analysed = asyncio.Event()
 
@@ -46,17 +59,17 @@ async def measure(folder: Path, runs: int) -> tuple:
     def published(ls, params):
         analysed.set()
 
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     await client.start_io(sys.executable, "-m", "kvdsl", "lsp", cwd=str(folder), env=env)
     await client.initialize_async(types.InitializeParams(capabilities=types.ClientCapabilities()))
     client.initialized(types.InitializedParams())
     catalog = folder / "catalog.kvspec"
     text = catalog.read_text()
     uri = from_fs_path(str(catalog))
-    started = time.perf_counter()
+    pid = client._server.pid
+    started, cpu = time.perf_counter(), cpu_seconds(pid)
     client.text_document_did_open(types.DidOpenTextDocumentParams(types.TextDocumentItem(uri, "kvspec", 1, text)))
     await asyncio.wait_for(analysed.wait(), 300)
-    first = time.perf_counter() - started
+    first, first_cpu = time.perf_counter() - started, cpu_seconds(pid) - cpu
     before = text[: text.index("max_batch - batch") + 2]
     position = types.Position(before.count("\n"), len(before) - before.rfind("\n") - 1)
     params = types.HoverParams(types.TextDocumentIdentifier(uri), position)
@@ -72,7 +85,7 @@ async def measure(folder: Path, runs: int) -> tuple:
     await client.shutdown_async(None)
     client.exit(None)
     await client.stop()
-    return first, times, busy
+    return (first, first_cpu), times, busy
 
 
 async def hovers(client, params, runs: int) -> list:
@@ -87,19 +100,31 @@ async def hovers(client, params, runs: int) -> list:
 
 
 def main() -> None:
+    from cli_vs_import import compile_bytecode, kvdsl_environment
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
-    runs = parser.parse_args().runs
+    parser.add_argument("--first-build", action="store_true", help="remove the kept programs before the timed run")
+    args = parser.parse_args()
+    compile_bytecode()
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp) / "specs"
         shutil.copytree(ROOT / "specs", folder)
         with (folder / "catalog.kvspec").open("a") as stream:
             stream.write(EXTRA)
-        first, times, busy = asyncio.run(measure(folder, runs))
-    print(f"first analysis of the catalog (open -> diagnostics): {first:.2f} s")
+        env = kvdsl_environment(str(Path(tmp) / "cache"))
+        for _ in range(2):  # keep the parsed files, then the program
+            asyncio.run(measure(folder, 1, env))
+        if args.first_build:
+            shutil.rmtree(Path(tmp) / "cache" / "programs", ignore_errors=True)
+        (first, first_cpu), times, busy = asyncio.run(measure(folder, args.runs, env))
+    verdict = "ok" if first <= GOAL_FIRST_SECONDS else f"OVER the {GOAL_FIRST_SECONDS:g} s goal"
+    print(f"first analysis of the catalog (open -> diagnostics): {first:.2f} s wall, {first_cpu:.2f} s CPU of the server"
+          f"  {verdict}" + (" (resolving the catalog)" if args.first_build else ""))
     for label, measured in (("after the first analysis", times), ("while the catalog is analysed again", busy)):
+        slowest = max(measured) * 1000
         print(f"hover `max_batch` {label}: median {statistics.median(measured) * 1000:.1f} ms, "
-              f"slowest {max(measured) * 1000:.1f} ms over {runs} (goal: under {GOAL_MS} ms)")
+              f"slowest {slowest:.1f} ms over {args.runs}  " + ("ok" if slowest <= GOAL_MS else f"OVER the {GOAL_MS} ms goal"))
 
 
 if __name__ == "__main__":

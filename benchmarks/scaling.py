@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -66,9 +67,13 @@ def export_spec(cells: int) -> str:
     return "".join(out)
 
 
+CACHE = Path(tempfile.mkdtemp(prefix="kvdsl-scaling-cache-"))  # parsed files kept; programs removed before each run
+
+
 def run(args: list) -> dict:
-    """Wall and CPU seconds and peak memory (MiB) of one `kvdsl` process."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    """Wall and CPU seconds and peak memory (MiB) of one `kvdsl` process, resolving its specs."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), KVDSL_CACHE_DIR=str(CACHE))
+    shutil.rmtree(CACHE / "programs", ignore_errors=True)
     started = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "kvdsl", *map(str, args)], cwd=ROOT, env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
@@ -137,6 +142,7 @@ def main() -> None:
                 what, limit = check
                 note = f"goal {goal}: " + ("ok" if result[what] <= limit else "OVER")
             print(f"{name:<24} {result['wall']:8.2f} {result['cpu']:8.2f} {result['mib']:7.0f}  {note}", flush=True)
+    shutil.rmtree(CACHE, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -27,20 +27,47 @@ def choose_block(program: Program, cell: str, block: Optional[str], needs: Optio
     raise UsageError(f"{len(candidates)} blocks have `{cell}`: choose one with --block", hint=", ".join(candidates))
 
 
-def evaluate_paths(paths: Iterable[str], settings: Iterable[Setting] = ()):
-    """(program, values) for the given specs; `?` cells are solved."""
+def evaluate_paths(paths: Iterable[str], settings: Iterable[Setting] = (), unanswered: Optional[list] = None):
+    """(program, values) for the given specs; `?` cells are solved.
+
+    A `?` that has no answer (no batch fits) is an error; with a list for
+    `unanswered`, its error goes there instead, the cell's value is None and
+    the rest of its block keeps the values it has without an answer (its
+    verdict says why none fits).
+    """
     from .evaluate import evaluate
+
+    from .progress import stage
 
     program = build_program(paths, settings)
     with settings_as_usage_errors():
+        stage(f"evaluating {len(program.cells):,} cells")
         base = evaluate(program)
-        solved = solve_unknowns(program, base)
-        return program, evaluate(program, solved, known=base) if solved else base
+        stage("solving the `?` cells")
+        solved = solve_unknowns(program, base, unanswered)
+        values = evaluate(program, solved, known=base) if solved else base
+        for error in unanswered or ():
+            values[error.key] = None
+        return program, values
 
 
-def solve_unknowns(program: Program, base: dict) -> dict:
+def solve_unknowns(program: Program, base: dict, unanswered: Optional[list] = None) -> dict:
     """Values for the `?` cells: each solved against its block's `fits`, or its workload's targets when
-    the workload sets some (`base`: the values without them)."""
+    the workload sets some (`base`: the values without them).  Those with no answer are errors, or
+    go to `unanswered` (each error with the cell's `key`) when a list is given."""
+    plain = bool(program.evaluated) and base == program.evaluated[0]
+    if plain and program.solved is not None:
+        return dict(program.solved)
+    missed = [] if unanswered is not None else None
+    solved = _solved(program, base, missed)
+    if missed:
+        unanswered.extend(missed)
+    elif plain:  # kept only when every `?` has its answer: `check` must still see the errors
+        program.solved = dict(solved)
+    return solved
+
+
+def _solved(program: Program, base: dict, unanswered: Optional[list] = None) -> dict:
     unknowns = [rc for rc in program.cells.values() if rc.form == "unknown" and not program.blocks[rc.block].prelude]
     if not unknowns:
         return {}
@@ -71,7 +98,9 @@ def solve_unknowns(program: Program, base: dict) -> dict:
             errors.append(SolveError(exc.message, exc.span or rc.cell.span, exc.hint))
             continue
         if solution.value is None:
-            errors.append(SolveError(f"cannot solve `{rc.block}.{rc.name}`: {solution.message}", rc.cell.span))
+            error = SolveError(f"cannot solve `{rc.block}.{rc.name}`: {solution.message}", rc.cell.span)
+            error.key = rc.key
+            (unanswered if unanswered is not None else errors).append(error)
         elif not solution.verified:
             errors.append(SolveError(f"cannot solve `{rc.block}.{rc.name}`: {solution.value} does not check out "
                                      f"when substituted back (is `fits` monotone in `{rc.name}`?)", rc.cell.span))

@@ -2,17 +2,22 @@
 
 Settings that only change numbers or flags are applied to the program built
 without them (`with_literals`), which costs far less than resolving the whole
-workspace again.
+workspace again.  The program without settings is also kept on disk
+(`kvdsl/cache.py`) once the same files have been built twice, with its
+plain evaluation and `?` answers, and read back while none of its files changed.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections import OrderedDict
 from typing import Iterable, Optional
 
+from . import cache
 from .errors import KvdslError
 from .graph import Program, build, merged_blocks, with_literals
-from .loader import load
+from .loader import fingerprint_of, load
 from .settings import Setting, literal_setting, settings_as_usage_errors, settings_by_block
 
 
@@ -24,40 +29,59 @@ BUILT_KEPT = 16
 BUILT_CELLS_KEPT = 40_000  # about three catalogs, 90 MiB; the newest program is kept whatever its size
 
 
-def build_program(paths: Iterable[str], settings: Iterable[Setting] = ()) -> Program:
+def build_program(paths: Iterable[str], settings: Iterable[Setting] = (), leave_out: tuple = ()) -> Program:
     """Load specs and resolve them, applying settings; raise every error found.
 
     The same files (same texts) with the same settings give the same program:
     the last few built (up to BUILT_KEPT programs and BUILT_CELLS_KEPT cells)
-    are kept and handed out again.
+    are kept and handed out again.  Blocks of the kinds in `leave_out` are
+    read from the given files only, not from those they import.
     """
-    settings = list(settings)
-    workspace = load(list(paths))
-    key = (workspace.fingerprint, tuple((s.block, s.cell.source, s.cell.span.path) for s in settings))
+    from .progress import stage
+
+    settings, paths, leave_out = list(settings), [str(p) for p in paths], tuple(leave_out)
+    question = json.dumps([os.getcwd(), paths, leave_out])
+    fingerprint = _known_fingerprint(question)
+    if fingerprint is not None and (fingerprint, ()) not in _BUILT:
+        stored = cache.load_program(fingerprint)
+        if stored is not None:
+            _keep((fingerprint, ()), stored)
+    workspace = None
+    if fingerprint is None or (fingerprint, ()) not in _BUILT:
+        stage("reading the specs")
+        workspace = load(paths, leave_out)
+        fingerprint = workspace.fingerprint
+        _remember_where(question, workspace)
+    key = (fingerprint, tuple((s.block, s.cell.source, s.cell.span.path) for s in settings))
+    stage("resolving the blocks")
     if key not in _BUILT:
-        _keep(key, _build(workspace, settings))
+        _keep(key, _build(workspace, settings, fingerprint, lambda: load(paths, leave_out)))
     _BUILT.move_to_end(key)
-    while len(_BUILT) > 1 and (len(_BUILT) > BUILT_KEPT or sum(own for _, own in _BUILT.values()) > BUILT_CELLS_KEPT):
-        _BUILT.popitem(last=False)
     return _BUILT[key][0]
 
 
 def _keep(key: tuple, program: Program) -> None:
     """Keep a program; one made by `with_literals` shares all but its settings' cells with another."""
     _BUILT[key] = (program, program.own_cells if program.own_cells is not None else len(program.cells))
+    _BUILT.move_to_end(key)
+    while len(_BUILT) > 1 and (len(_BUILT) > BUILT_KEPT or sum(own for _, own in _BUILT.values()) > BUILT_CELLS_KEPT):
+        _BUILT.popitem(last=False)
 
 
 def forget_programs() -> None:
-    """Drop the programs kept by `build_program` (their memory can then be reused)."""
+    """Drop the programs kept by `build_program` (their memory can then be reused), once those due are on disk."""
+    store_pending()
     _BUILT.clear()
+    _WHERE.clear()
 
 
-def _build(workspace, settings: list) -> Program:
+def _build(workspace, settings: list, fingerprint: str, reload) -> Program:
+    """The program of `workspace` (loaded by `reload()` when None: its plain program is kept) with `settings`."""
     if not settings:
-        return build(workspace)
-    if workspace.errors:
+        return program_of(workspace)
+    base = _BUILT.get((fingerprint, ()), (None,))[0]
+    if base is None and workspace.errors:
         raise_workspace(workspace)
-    base = _BUILT.get((workspace.fingerprint, ()), (None,))[0]
     if base is None and all(literal_setting(s) for s in settings):
         base = _plain_program(workspace)
     blocks = base.blocks if base is not None else merged_blocks(workspace)
@@ -65,6 +89,7 @@ def _build(workspace, settings: list) -> Program:
     program = with_literals(base, overrides) if base is not None else None
     if program is not None:
         return program
+    workspace = workspace or reload()
     with settings_as_usage_errors():
         return build(workspace, overrides)
 
@@ -76,11 +101,65 @@ def _plain_program(workspace) -> Optional[Program]:
     which costs far less than resolving the whole workspace again.
     """
     try:
-        program = build(workspace)
+        return program_of(workspace)
     except KvdslError:  # settings may supply what the spec lacks
         return None
-    _keep((workspace.fingerprint, ()), program)
-    return program
+
+
+def program_of(workspace) -> Program:
+    """The program of a loaded workspace without settings: kept in this process, read from disk, or built.
+
+    A program built for the second time (the first leaves a mark on disk) is
+    written to disk by `store_pending`, once the command is done with it.
+    """
+    key = (workspace.fingerprint, ())
+    if key not in _BUILT:
+        program = cache.load_program(workspace.fingerprint)
+        if program is None:
+            program = build(workspace)
+            if cache.seen(workspace.fingerprint):
+                if len(_PENDING) >= PENDING_KEPT:  # a library's caller may never say it is done
+                    store_pending()
+                _PENDING[workspace.fingerprint] = program
+            else:
+                cache.mark_seen(workspace.fingerprint)
+        _keep(key, program)
+    _BUILT.move_to_end(key)
+    return _BUILT[key][0]
+
+
+# ---- where a question's files are ---------------------------------------------------
+
+# question (working directory, paths, kinds left out) -> the header of the files it loaded last
+_WHERE: dict = {}
+
+
+def _known_fingerprint(question: str) -> Optional[str]:
+    """The fingerprint of the files `question` loaded last, if none of them changed since (read, not parsed)."""
+    header = _WHERE.get(question) or cache.load_where(question)
+    if header is None or fingerprint_of(header["sources"], header["leave_out"]) != header["fingerprint"]:
+        return None
+    _WHERE[question] = header
+    return header["fingerprint"]
+
+
+def _remember_where(question: str, workspace) -> None:
+    header = {"fingerprint": workspace.fingerprint, "sources": workspace.sources, "leave_out": workspace.leave_out}
+    if _WHERE.get(question) != header:
+        _WHERE[question] = header
+        cache.store_where(question, header)
+
+
+# fingerprint -> a program to write to disk once the command is done with it (its evaluation included)
+_PENDING: dict = {}
+PENDING_KEPT = 4
+
+
+def store_pending() -> None:
+    """Write the programs built for the second time to disk, with what was computed of them (`evaluated`, `solved`)."""
+    while _PENDING:
+        fingerprint, program = _PENDING.popitem()
+        cache.store_program(fingerprint, program)
 
 
 def raise_workspace(workspace) -> None:

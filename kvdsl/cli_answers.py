@@ -9,6 +9,7 @@ import click
 
 from .cli_common import EXIT_NO_ANSWER, parsed_settings, paths_argument, reports_errors, set_option
 from .errors import UsageError
+from .progress import done, stage
 
 
 PLAN_ROWS = 15  # the options `plan` prints (--json lists every one)
@@ -35,18 +36,32 @@ cells_option = click.option("--cells", "cells", metavar="A,B,...", help="Print o
 @cells_option
 @reports_errors
 def eval_command(paths, sets, as_json, every, cells):
-    """Evaluate every cell of every block."""
+    """Evaluate every cell of every block.
+
+    Exits 1 when a deployment does not fit (or a `?` has no answer), after printing every block.
+    """
     from .api import evaluate_paths
-    from .report import check_cells, eval_json, eval_text
+    from .report import check_cells, eval_json, eval_text, misfits
 
     cells = _cell_list(cells)
-    program, values = evaluate_paths(paths, parsed_settings(sets))
+    unanswered = []
+    program, values = evaluate_paths(paths, parsed_settings(sets), unanswered)
     if cells:
         check_cells(program, cells)
+    done()
     if as_json:
         click.echo(json.dumps(eval_json(program, values, cells), indent=2))
     else:
         click.echo(eval_text(program, values, every, cells))
+    failing = misfits(program, values)
+    for error in unanswered:
+        click.echo(error.render(), err=True)
+    if failing:
+        deployments = sum(1 for b in program.user_blocks() if b.kind == "deployment")
+        click.echo(f"{len(failing)} of {deployments} deployment{'s' if deployments != 1 else ''} "
+                   f"{'does' if len(failing) == 1 else 'do'} not fit: {', '.join(failing)}", err=True)
+    if failing or unanswered:
+        sys.exit(EXIT_NO_ANSWER)
 
 
 @click.command()
@@ -123,7 +138,8 @@ def plan(paths, workload, model, hardware, engine, max_gpus, as_json):
 
     models = [m.strip() for m in model.split(",") if m.strip()] if model else None
     result = make_plan(list(paths), workload, models, hardware.split(",") if hardware else None, engine, max_gpus,
-                       checked=None if as_json else PLAN_ROWS * 3)
+                       checked=None if as_json else PLAN_ROWS * 3, progress=lambda model: stage(f"planning {model}"))
+    done()
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=2))
     else:
@@ -134,8 +150,9 @@ def plan(paths, workload, model, hardware, engine, max_gpus, as_json):
 
 @click.command()
 @click.argument("path", type=click.Path(dir_okay=False))
-@click.option("--vary", "vary", multiple=True, required=True, metavar="NAME=START:STOP[:STEP|:xFACTOR]",
-              help="A cell to vary over a range (STOP included); repeat for a grid.")
+@click.option("--vary", "vary", multiple=True, required=True, metavar="NAME=START:STOP[:STEP|:xFACTOR] | NAME=A,B,...",
+              help="A cell to vary over a range (STOP included) or a list (numbers, formats, blocks, true/false); "
+                   "repeat for a grid.")
 @click.option("--block", metavar="BLOCK", help="The block to sweep (needed when several have the varied cells).")
 @set_option
 @click.option("--out", "out", type=click.Path(dir_okay=False), help="Write the CSV here (atomically) instead of to stdout.")
@@ -148,8 +165,7 @@ def sweep(path, vary, block, sets, out, force, as_json, cells):
     """Evaluate a grid of what-ifs, compiled once and vectorized."""
     import time
 
-    from .api import build_program, choose_block
-    from .sweep import MAX_JSON_POINTS, prepare, sweep_json, write_csv_chunks
+    from .sweep import MAX_JSON_POINTS, prepare_sweep, sweep_json, write_csv_chunks
 
     cells = _cell_list(cells)
     if out:
@@ -158,12 +174,8 @@ def sweep(path, vary, block, sets, out, force, as_json, cells):
         from .files import check_writable
 
         check_writable(Path(out), force)
-    program = build_program([path], parsed_settings(sets))
-    names = [v.partition("=")[0].strip() for v in vary]
-    block = choose_block(program, names[0], block)
-
     started = time.perf_counter()
-    compiled = prepare(program, block, list(vary))
+    compiled = prepare_sweep([path], parsed_settings(sets), block, list(vary))
     if cells:
         compiled.choose(cells)
     axes = compiled.axes
@@ -173,12 +185,15 @@ def sweep(path, vary, block, sets, out, force, as_json, cells):
 
     def timed(chunks):
         """The chunks, one at a time, adding the time spent evaluating each."""
+        points = 0
         while True:
+            stage(f"{points:,} of {total:,} points")
             began = time.perf_counter()
             chunk = next(chunks, None)
             evaluating[0] += time.perf_counter() - began
             if chunk is None:
                 return
+            points += chunk[1][0].size if chunk[1] else 1
             yield chunk
 
     def rows(progress=None):
@@ -186,6 +201,7 @@ def sweep(path, vary, block, sets, out, force, as_json, cells):
 
     def write(stream):
         if total > 1_000_000 and not as_json:
+            done()  # click's bar shows the points instead
             with click.progressbar(length=total, label=f"{total:,} points", file=sys.stderr) as bar:
                 write_csv_chunks(stream, compiled, rows(bar.update))
         else:
@@ -205,7 +221,9 @@ def sweep(path, vary, block, sets, out, force, as_json, cells):
         for _ in rows():
             pass
     else:
-        write(click.get_text_stream("stdout"))
+        done()  # the rows go to the terminal as they come
+        write(sys.stdout)
+    done()
     if as_json:
         inputs, results = listed if listed is not None else ([], [])
         summary = sweep_json(compiled, inputs, results, out)

@@ -23,9 +23,15 @@ def reports_errors(fn):
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
+        from .progress import reporting
+
         _fewer_collections()
+        command = fn.__name__[: -len("_command")] if fn.__name__.endswith("_command") else fn.__name__
         try:
-            return fn(*args, **kwargs)
+            if command == "lsp":  # a server: its stderr is its log
+                return fn(*args, **kwargs)
+            with reporting(command):
+                return fn(*args, **kwargs)
         except UsageError as exc:
             click.echo(exc.render(), err=True)
             sys.exit(EXIT_USAGE_ERROR)
@@ -48,6 +54,10 @@ def reports_errors(fn):
             click.echo(f"internal error: {type(exc).__name__}: {exc}\n"
                        "this is a bug in kvdsl; run with KVDSL_DEBUG=1 for the traceback", err=True)
             sys.exit(EXIT_INTERNAL_ERROR)
+        finally:
+            built = sys.modules.get("kvdsl.build")
+            if built is not None:  # programs built a second time are kept on disk for the next command
+                built.store_pending()
 
     return wrapper
 
@@ -67,6 +77,9 @@ def _fewer_collections() -> None:
     if gc.get_threshold()[0] != _YOUNGEST:
         gc.freeze()
         gc.set_threshold(_YOUNGEST, 20, 20)
+        from . import cache
+
+        cache.freeze_loaded = True  # and a program read back from disk, as it arrives
 
 
 _YOUNGEST = 50_000

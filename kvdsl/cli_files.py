@@ -10,6 +10,7 @@ import click
 from .cli_common import (EXIT_SPEC_ERROR, EXIT_USAGE_ERROR, parsed_settings, paths_argument, reports_errors,
                          set_option)
 from .errors import KvdslError, UsageError
+from .progress import done
 
 
 @click.command()
@@ -29,6 +30,7 @@ def check(paths, as_json):
             raise
         click.echo(json.dumps({"ok": False, "errors": [error_json(e) for e in flatten(exc)]}, indent=2))
         sys.exit(EXIT_USAGE_ERROR if isinstance(exc, UsageError) else EXIT_SPEC_ERROR)
+    done()
     blocks = program.user_blocks()
     kinds = {}
     for b in blocks:
@@ -123,6 +125,7 @@ def export(paths, out, sets, force):
     workbook, written = build_workbook(*evaluate_paths(paths, parsed_settings(sets)), list(paths))
     _release_memory()  # nothing refers to the program now: saving reuses its memory
     save_workbook(workbook, out, force)
+    done()
     click.echo(f"wrote {out}: {written['blocks']} blocks, {written['formulas']:,} formulas, "
                f"{written['names']:,} defined names; sheets: {', '.join(written['sheets'])}")
 
@@ -140,30 +143,38 @@ def import_command(source, out, name, title, force, strict):
     from pathlib import Path
 
     from .files import atomic_writer, check_writable
-    from .hf import check_options, config_files, import_all
+    from .errors import raise_all
+    from .hf import check_options, config_files, import_each
 
     check_options(name, title)
     files = config_files(source)
     if len(files) > 1 and (name or title):
         raise UsageError("--name and --title name one model: import a folder without them")
-    models = import_all(files, name, title, strict)
+    if out is not None and len(files) > 1 and not Path(out).is_dir():
+        raise UsageError(f"-o must name an existing directory when importing a folder, not `{out}`")
+    models, failed = import_each(files, name, title, strict)
+    if len(files) == 1 and failed:
+        raise failed[0][1]
     for model in models:
         for assumption in model.assumptions:
             click.echo(assumption.render(), err=True)
     if out is None:
         click.echo("\n".join(model.render() for model in models), nl=False)
-        return
-    folder = Path(out).is_dir()
-    if len(files) > 1 and not folder:
-        raise UsageError(f"-o must name an existing directory when importing a folder, not `{out}`")
-    targets = [Path(out) / f"{m.name}.kvspec" if folder else Path(out) for m in models]
-    for target in targets:
-        check_writable(target, force)
-    for model, target in zip(models, targets):
-        with atomic_writer(target, force=force) as stream:
-            stream.write(model.render())
-        click.echo(f"wrote {target}: model {model.name} ({len(model.cells) + 1} cells, "
-                   f"{model.params.total / 1e9:.2f}B parameters)", err=True)
+    else:
+        folder = Path(out).is_dir()
+        targets = [Path(out) / f"{m.name}.kvspec" if folder else Path(out) for m in models]
+        for target in targets:
+            check_writable(target, force)
+        for model, target in zip(models, targets):
+            with atomic_writer(target, force=force) as stream:
+                stream.write(model.render())
+            click.echo(f"wrote {target}: model {model.name} ({len(model.cells) + 1} cells, "
+                       f"{model.params.total / 1e9:.2f}B parameters)", err=True)
+    if failed:
+        # a folder: every config that imports is written; the others' errors follow, and the exit status is 1
+        for path, exc in failed:
+            click.echo(f"not imported: {path}", err=True)
+        raise_all([error for _, exc in failed for error in (exc.errors if hasattr(exc, "errors") else [exc])])
 
 
 @click.command()

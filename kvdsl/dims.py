@@ -12,7 +12,7 @@ from . import model as m
 from .errors import CycleError, DimensionError, UnknownNameError, did_you_mean
 from .functions import FUNCTIONS, MixedDimensions
 from .names import ERROR, REF, TEXT
-from .program import Form, Key, ResolvedCell, walk_refs
+from .program import CellRef, Form, Key, ResolvedCell, walk_refs
 from .units import BOOL, NUMBER, Dim
 from .visitor import ExprVisitor
 
@@ -72,7 +72,7 @@ class DimensionChecker:
         if dim is not ERROR and inherited is not None and inherited != dim:
             where = rc.cell.expr.span if rc.cell.expr is not None else rc.cell.span
             self.errors.append(DimensionError(
-                f"`{rc.local_name}` is {describe(inherited)}, but this is {describe(dim)}", where,
+                f"`{rc.local_name}` is {describe_one(inherited)}, but this is {describe_one(dim)}", where,
                 hint=_count_hint(rc, inherited) or f"`{rc.local_name}` is defined at {rc.shadowed[0].span}"))
             return ERROR
         return dim
@@ -137,22 +137,50 @@ class DimensionRules(ExprVisitor):
     def visit_Unary(self, e):
         inner = self.visit(e.operand)
         want = BOOL if e.op == "not" else "number"
-        return self._expect(inner, want, e.operand.span, e.op)
+        return self._expect(inner, want, e.operand, e.op)
 
     def visit_If(self, e):
-        self._expect(self.visit(e.cond), BOOL, e.cond.span, "if")
+        self._expect(self.visit(e.cond), BOOL, e.cond, "if")
         return self._same([e.then, e.otherwise], e.span, "the two branches of `if`")
 
-    def _expect(self, dim, want, span, op: str):
+    def _expect(self, dim, want, expr, op: str):
         if dim is ERROR:
             return ERROR
         if want == BOOL and dim != BOOL:
-            self.errors.append(DimensionError(f"`{op}` needs a condition (true or false), not {describe(dim)}", span))
+            if not self._blamed([expr], "a condition (true or false)", expr.span):
+                self.errors.append(DimensionError(f"`{op}` needs a condition (true or false), not {describe(dim)}", expr.span))
             return ERROR
         if want == "number" and dim in (BOOL, TEXT):
-            self.errors.append(DimensionError(f"`{op}` needs a number, not {'a condition' if dim == BOOL else 'text'}", span))
+            if not self._blamed([expr], "a number", expr.span):
+                self.errors.append(DimensionError(f"`{op}` needs a number, not {'a condition' if dim == BOOL else 'text'}", expr.span))
             return ERROR
         return dim
+
+    def _blamed(self, exprs, wanted: str, where) -> bool:
+        """True when a prelude rule meets a value of the wrong kind that a user's cell gives it: the
+        mistake is reported once, at the user's cell, not at every rule of the prelude that reads it."""
+        if not where.path.startswith(PRELUDE_SHOWN):
+            return False
+        for expr in exprs:
+            key = self._copied_from(expr.key) if isinstance(expr, CellRef) else None
+            rc = self.checker.cells.get(key) if key is not None else None
+            if rc is None or not rc.shadowed or rc.cell.span.path.startswith(PRELUDE_SHOWN):
+                continue
+            if key not in self.checker.blamed:
+                self.checker.blamed.add(key)
+                target = self.checker.blocks.get(rc.ref_target) if rc.ref_target else None
+                self.errors.append(misread(rc, self.checker._dims.get(key), wanted, where, target.kind if target else None))
+            return True
+        return False
+
+    def _copied_from(self, key):
+        """The cell whose value `key` holds: itself, or through rules that copy another cell (`n_seq = batch`)."""
+        for _ in range(50):
+            rc = self.checker.cells[key]
+            if rc.form != Form.RULE or not isinstance(rc.expr, CellRef) or rc.expr.key == key:
+                return key
+            key = rc.expr.key
+        return key
 
     def _same(self, exprs, span, what: str):
         dims = [self.visit(x) for x in exprs]
@@ -162,6 +190,10 @@ class DimensionRules(ExprVisitor):
         if not real:
             return ZERO
         if any(d != real[0] for d in real):
+            odd = [x for x, d in zip(exprs, dims) if d in (TEXT, BOOL)]
+            wanted = " or ".join(dict.fromkeys(describe(d) for d in real if d not in (TEXT, BOOL))) or "a number"
+            if odd and self._blamed(odd, wanted, span):
+                return ERROR
             described = " and ".join(dict.fromkeys(describe(d) for d in real))
             self.errors.append(DimensionError(f"{what} mix {described}", span))
             return ERROR
@@ -170,8 +202,8 @@ class DimensionRules(ExprVisitor):
     def visit_Binary(self, e: m.Binary):
         op = e.op
         if op in ("and", "or"):
-            left = self._expect(self.visit(e.left), BOOL, e.left.span, op)
-            right = self._expect(self.visit(e.right), BOOL, e.right.span, op)
+            left = self._expect(self.visit(e.left), BOOL, e.left, op)
+            right = self._expect(self.visit(e.right), BOOL, e.right, op)
             return ERROR if ERROR in (left, right) else BOOL
         if op == "&":
             sides = [self.visit(e.left), self.visit(e.right)]
@@ -186,17 +218,18 @@ class DimensionRules(ExprVisitor):
             word = "adds" if op == "+" else "subtracts"
             dim = self._same([e.left, e.right], e.span, f"`{op}` {word} values that")
             if dim in (BOOL, TEXT):
-                self.errors.append(DimensionError(f"`{op}` needs numbers, not {describe(dim)}", e.span,
-                                                  hint="join text with `&`" if dim == TEXT else None))
+                if not self._blamed([e.left, e.right], "a number", e.span):
+                    self.errors.append(DimensionError(f"`{op}` needs numbers, not {describe(dim)}", e.span,
+                                                      hint="join text with `&`" if dim == TEXT else None))
                 return ERROR
             return dim
         if op in ("<", "<=", ">", ">=", "==", "!="):
             dim = self._same([e.left, e.right], e.span, "the comparison's two sides")
-            if dim in (BOOL, TEXT) and op not in ("==", "!="):
+            if dim in (BOOL, TEXT) and op not in ("==", "!=") and not self._blamed([e.left, e.right], "a number", e.span):
                 self.errors.append(DimensionError(f"`{op}` compares numbers, not {describe(dim)}", e.span))
             return ERROR if dim is ERROR else BOOL
-        left = self._expect(self.visit(e.left), "number", e.left.span, op)
-        right = self._expect(self.visit(e.right), "number", e.right.span, op)
+        left = self._expect(self.visit(e.left), "number", e.left, op)
+        right = self._expect(self.visit(e.right), "number", e.right, op)
         if ERROR in (left, right):
             return ERROR
         left = NUMBER if left is ZERO else left
@@ -229,13 +262,18 @@ class DimensionRules(ExprVisitor):
             return ERROR
         kinds = [d for d in dims if d in (BOOL, TEXT)]
         if kinds and len(set(kinds)) == 1 and len(kinds) == len([d for d in dims if d is not ZERO]):
-            self.errors.append(DimensionError(f"`{e.func}` needs numbers, not {describe(kinds[0])}", e.span))
+            if not self._blamed(e.args, "a number", e.span):
+                self.errors.append(DimensionError(f"`{e.func}` needs numbers, not {describe(kinds[0])}", e.span))
             return ERROR
         try:
             if kinds:
                 raise MixedDimensions([d for d in dims if d is not ZERO])
             result = function.dims([None if d is ZERO else d for d in dims])
         except MixedDimensions as mixed:
+            odd = [a for a, d in zip(e.args, dims) if d in (TEXT, BOOL)]
+            wanted = " or ".join(dict.fromkeys(describe(d) for d in mixed.dims if d not in (TEXT, BOOL))) or "a number"
+            if odd and self._blamed(odd, wanted, e.span):
+                return ERROR
             described = " and ".join(dict.fromkeys(describe(d) for d in mixed.dims))
             self.errors.append(DimensionError(f"the arguments of `{e.func}` mix {described}", e.span))
             return ERROR
@@ -250,7 +288,31 @@ def unknown_function(call: m.Call, defined=()) -> UnknownNameError:
                             + (" (and those a spec defines with `fn`)" if defined else ""))
 
 
+PRELUDE_SHOWN = "kvdsl/prelude/"  # how a prelude file's path shows in a span
+
+
+def misread(rc: ResolvedCell, dim, wanted: str, where, kind_named=None) -> DimensionError:
+    """A user's cell whose value the prelude cannot read (`context = "32K"`), at the user's own line."""
+    at = rc.cell.expr.span if rc.cell.expr is not None else rc.cell.span
+    kind = "text" if dim in (TEXT, REF) else describe_one(dim)
+    if kind_named:
+        kind = f"the {kind_named} `{rc.ref_target}`"
+    hint = f"the prelude reads `{rc.local_name}` as {wanted} (at {where})"
+    written = rc.cell.text if rc.cell.form == "text" else None
+    if written is not None and re.fullmatch(r"\s*[\d_.]+(?:[eE][+-]?\d+)?\s*[A-Za-z%/]*\s*", written):
+        hint += f"; a number is written without quotes: `{rc.local_name} = {written.strip()}`"
+    verb = "names" if kind_named else "is"
+    return DimensionError(f"`{rc.local_name}` {verb} {kind}, but it must be {wanted}", at, hint=hint)
+
+
+def describe_one(dim) -> str:
+    """A dimension as the kind of one value: a condition, text, tokens."""
+    return "a condition (true or false)" if dim == BOOL else describe(dim)
+
+
 def describe(dim) -> str:
+    if dim is ZERO:  # a bare 0: a number of any dimension
+        return "a number"
     if dim == BOOL:
         return "conditions"
     if dim == TEXT:

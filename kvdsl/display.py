@@ -20,10 +20,33 @@ def plain_number(value, decimals: int = 4) -> str:
     if isinstance(value, int):
         return f"{value:,}"
     number = float(value)
+    if 0 < abs(number) < SMALL:
+        return significant(number)
     if abs(number) >= 1000:
         decimals = 1
     text = f"{number:,.{decimals}f}".rstrip("0").rstrip(".")
     return text if text not in ("-0", "") else "0"
+
+
+SMALL = 0.01  # below this a number is shown with significant digits, not decimals that would round it to 0
+
+
+def significant(number: float, digits: int = 3) -> str:
+    """A small number with its significant digits, never a rounded zero: 0.000123, 1.23e-5."""
+    text = f"{number:.{digits}g}"
+    mantissa, e, exponent = text.partition("e")
+    return mantissa + (f"e{int(exponent)}" if e else "")
+
+
+_SUBSECOND = [(Fraction(1, 1000), "ms"), (Fraction(1, 10**6), "us"), (Fraction(1, 10**9), "ns")]
+
+
+def _subsecond(value, per: str) -> str:
+    """A time under a second in ms, us or ns, with four significant digits: '28.17 ms', '12.29 us/token'."""
+    for size, name in _SUBSECOND:
+        if abs(value) >= size:
+            return f"{float(value / size):,.4g} {name}{per}"
+    return f"{significant(float(value))} s{per}"
 
 
 NOT_APPLICABLE = "n/a"  # how a `none` value reads
@@ -73,14 +96,14 @@ def format_value(value, dim) -> str:
     if dim == BYTES:
         return bytes_text(value)
     bytes_exp, tokens, elements, seconds = dim.exponents[:4]
-    if dim == SECONDS and 0 < abs(value) < 1:
-        return f"{float(value) * 1000:,.4g} ms"
+    if seconds == 1 and 0 < abs(value) < 1 and (dim / SECONDS).exponents in _PER:
+        return _subsecond(Fraction(value), _PER.get((dim / SECONDS).exponents, ""))
     if dim == SECONDS and abs(value) >= 3600 and value % 3600 == 0:
         return f"{plain_number(value / 3600)} h"
     if dim == USD:
-        return f"{float(value):,.2f} USD"
+        return _money(value, 1, "USD")
     if dim == USD / SECONDS:
-        return f"{float(value) * 3600:,.2f} USD/h"
+        return _money(value, 3600, "USD/h")
     if dim == Dim((0, 0, 0, -1, 0, 1)):
         return f"{float(value) / 1e12:,.1f} TFLOP/s"
     if dim == Dim((1, 0, 0, -1)):
@@ -92,6 +115,16 @@ def format_value(value, dim) -> str:
         return bytes_text(value) + ("/token" if tokens else "/element")
     unit = dim.unit().replace("bytes", "B").replace("byte", "B")
     return f"{plain_number(value)} {unit}"
+
+
+# the per-unit times shown like seconds: seconds/token as us/token
+_PER = {(0, 0, 0, 0, 0, 0): "", (0, -1, 0, 0, 0, 0): "/token", (0, 0, -1, 0, 0, 0): "/element", (-1, 0, 0, 0, 0, 0): "/byte"}
+
+
+def _money(value, scale: int, unit: str) -> str:
+    """Cents, or the significant digits of an amount smaller than a cent: '2.75 USD/h', '2.1e-6 USD'."""
+    amount = float(value) * scale
+    return f"{significant(amount)} {unit}" if 0 < abs(amount) < SMALL else f"{amount:,.2f} {unit}"
 
 
 def context_label(tokens: int) -> str:

@@ -78,6 +78,8 @@ def source_line(span: Span) -> Optional[str]:
         _source_cache[span.path] = lines
     if 1 <= span.line <= len(lines):
         return lines[span.line - 1]
+    if span.line == len(lines) + 1:  # the end of a text that ends with a line break (or is empty)
+        return ""
     return None
 
 
@@ -113,7 +115,7 @@ class KvdslError(Exception):
                     left = max(start - MAX_SHOWN // 2, 0)
                     text = ("..." if left else "") + text[left : left + MAX_SHOWN] + "..."
                     start = start - left + (3 if left else 0)
-                    width = min(width, MAX_SHOWN)
+                    width = max(min(width, len(text) - 3 - start), 1)  # the caret ends where the window does
                 out.append("    " + text.rstrip("\n"))
                 out.append("    " + " " * start + "^" * width)
         if self.hint:

@@ -201,7 +201,7 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
         if known.get(key) is not None:
             values[key] = known[key]
         elif rc.form == Form.TEXT:
-            values[key] = rc.cell.text if rc.cell.form == "text" else rc.cell.source.split("=", 1)[1].strip()
+            values[key] = rc.cell.text if rc.cell.form == "text" else pattern_text(rc.cell.source.split("=", 1)[1])
         elif rc.form == "ref":
             values[key] = rc.ref_target
         elif rc.form == "unknown":
@@ -329,3 +329,12 @@ def taken_branches(expr, values: dict, held: list = None):
             return taken_branches(expr.then if cond else expr.otherwise, values, held)
     children = expr.children()
     return expr.replace([taken_branches(c, values, held) for c in children]) if children else expr
+
+
+def pattern_text(written: str) -> str:
+    """A layer pattern as a value: in kvspec's one layout, whatever the spacing it was written with
+    (`[[sliding(1024)] * 5, full] * 10`), so that `fmt` never changes what a spec evaluates to."""
+    import re
+
+    tight = re.sub(r"\s+", "", written)
+    return re.sub(r"\s*([*+=])\s*", r" \1 ", tight).replace(",", ", ")

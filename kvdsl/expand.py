@@ -319,6 +319,8 @@ def _constant(expr):
         node = stack.pop()
         if node.__class__ is m.Name:
             return None
+        if node.__class__ is m.Call and not (node.func in FUNCTIONS and FUNCTIONS[node.func].accepts(len(node.args))):
+            return None  # a call the dimension pass refuses, with its own message (`floor()`)
         if node._fields:
             stack.extend(node.children())
     try:

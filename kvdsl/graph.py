@@ -39,12 +39,13 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
         self._scoped: dict = {}
         self._targets: dict[Key, Optional[str]] = {}
         self._targets_busy: set = set()
-        self._seen_names: dict = {}  # (block, scope, name parts, poisoned count) -> the CellRef resolved
+        self._seen_names: dict = {}  # (block, scope) -> (poisoned count, {name parts: the CellRef resolved})
         self._dims: dict[Key, object] = {}
         self._shared_dims: dict = {}  # id(source cell) -> (the cell, {dimensions of its references: its dimension})
         self._stack: list[Key] = []
         self._on_stack: set = set()
         self._cycles: set = set()
+        self.blamed: set = set()  # users' cells already reported as of the wrong kind for the prelude's rules
         self._poisoned: set = set()  # reference cells already reported: names through them fail quietly
         self._broken: set = set()  # blocks whose `extends` failed: their missing cells are not reported
         self.order: list[Key] = []

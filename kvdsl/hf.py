@@ -18,17 +18,16 @@ and where its experts sit.  The import code itself asks the row, never the
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from pathlib import Path
 from typing import Optional
 
 from .errors import ConfigError, KvdslError, UsageError, raise_all
 from .hf_config import DTYPES, MAX_NAME, Config, Findings, _Invalid, read_config, visible  # noqa: F401  (MAX_NAME, visible: as callers name them)
 from .hf_families import ARCHITECTURES, FAMILIES, GENERIC, TEXT_MODEL_TYPES, Family, _weights_dtype  # noqa: F401
+from .hf_files import HUB_ID, checkpoint_bytes, config_files, ignored_modules, kept_params, quantizer_config, verify  # noqa: F401
 from .hf_spec import ImportedModel, block_name, check_options, prelude_blocks, published_name  # noqa: F401
-from .params import Attention, Layer, Mlp, Shape, count_params
+from .params import Attention, Layer, Mlp, Shape, count_params, modules
 
 
 def import_config(path: str, name: Optional[str] = None, title: Optional[str] = None, strict: bool = False) -> ImportedModel:
@@ -51,7 +50,7 @@ WHOLE_NUMBER_KEYS = {  # key -> smallest sensible value; checked up front so eve
     "num_key_value_heads": 1, "head_dim": 1, "intermediate_size": 1, "vocab_size": 1, "max_position_embeddings": 1,
     "sliding_window": 1, "kv_lora_rank": 1, "qk_rope_head_dim": 0, "qk_nope_head_dim": 1, "v_head_dim": 1,
     "q_lora_rank": 1, "moe_intermediate_size": 1, "num_experts": 0, "n_routed_experts": 0, "num_local_experts": 0,
-    "num_experts_per_tok": 1, "state_size": 1, "conv_kernel": 1, "ssm_state_size": 1,
+    "num_experts_per_tok": 1, "top_k_experts": 1, "state_size": 1, "conv_kernel": 1, "ssm_state_size": 1,
     "index_head_dim": 1, "index_n_heads": 1, "index_topk": 1,
 }
 
@@ -103,7 +102,25 @@ def _import(root: Config, findings: Findings, name: Optional[str], title: Option
         out.add("tie_word_embeddings", "true", "tie_word_embeddings: the LM head is the embedding matrix")
     out.params = count_params(shape)
     _params_cell(out, shape)
+    _as_stored(root, shape, out)
     return out
+
+
+UNQUANTIZED = ("bf16", "fp16", "fp32")
+
+
+def _as_stored(root: Config, shape: Shape, out: ImportedModel) -> None:
+    """What the files beside the config say of the weights: the modules a quantized checkpoint keeps in its
+    unquantized dtype (besides the embeddings and LM head, which stay so anyway), and the bytes stored."""
+    quant = root.data.get("quantization_config")
+    if out.weight_dtype not in UNQUANTIZED and isinstance(quant, dict):
+        patterns, where = ignored_modules(quant, quantizer_config(root.path))
+        kept = kept_params(patterns, modules(shape)) if patterns else 0
+        if kept:
+            out.add("unquantized_params", kept, f"{where}: {', '.join(patterns)}")
+    stored = checkpoint_bytes(root.path)
+    if stored is not None:
+        out.add("checkpoint_bytes", f"{stored[0]} B", stored[1])
 
 
 ARCHITECTURE_WORDS = re.compile(r"layer|head|expert|window|kv|lora|state|ssm|mamba|conv|attention|attn|pattern|group|chunk|block")
@@ -373,11 +390,12 @@ def _mlps(config: Config, family: Family, layers: int, hidden: int, kinds: list[
 
 
 def _moe(config: Config, family: Family, experts: int, experts_key: str, out: ImportedModel) -> Mlp:
-    active = config.integer("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "moe_topk")
+    active = config.integer("num_experts_per_tok", "experts_per_token", "num_experts_per_token", "moe_topk", "top_k_experts")
     key = config.first("moe_intermediate_size", "expert_intermediate_size") or family.expert_size_key
     inner = config.integer(key)
     out.add("experts", experts, config.cite(experts_key))
-    out.add("experts_per_token", active, config.cite(config.first("num_experts_per_tok", "experts_per_token") or "num_experts_per_tok"))
+    out.add("experts_per_token", active, config.cite(config.first("num_experts_per_tok", "experts_per_token", "top_k_experts") or
+                                                     "num_experts_per_tok"))
     out.add("expert_intermediate_size", inner, config.cite(key))
     shared = 0
     if config.has("n_shared_experts"):
@@ -412,70 +430,31 @@ def _params_cell(out: ImportedModel, shape: Shape) -> None:
 
 # ---------------------------------------------------------------- many files
 
-def config_files(source: str) -> list[str]:
-    """The config.json files a source names: the file itself, or every `*.json` in a folder."""
-    path = Path(source)
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise UsageError(_not_found(source)) from None
-    except (OSError, ValueError) as exc:
-        raise UsageError(f"cannot read `{visible(source)}`: {getattr(exc, 'strerror', None) or exc}") from None
-    if stat.S_ISDIR(info.st_mode):
+def import_each(files: list[str], name: Optional[str] = None, title: Optional[str] = None,
+                strict: bool = False) -> tuple[list[ImportedModel], list]:
+    """Import every file: the models that import and check, and (file, error) for each that does not; a second
+    model of one name is an error of its file."""
+    models: list[ImportedModel] = []
+    failed: list = []
+    for path in files:
         try:
-            os.listdir(path)
-        except OSError as exc:
-            raise UsageError(f"cannot read `{visible(source)}`: {exc.strerror or exc}") from None
-        files = sorted(str(p) for p in path.glob("*.json") if p.is_file())
-        if not files:
-            raise UsageError(f"`{visible(source)}` holds no .json files")
-        return files
-    if not stat.S_ISREG(info.st_mode):
-        raise UsageError(f"cannot read `{visible(source)}`: not a regular file; pass a config.json or a folder of them")
-    return [source]
-
-
-HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
-
-
-def _not_found(source: str) -> str:
-    if HUB_ID.fullmatch(source) and not source.endswith(".json"):
-        return (f"`{source}` is not a file or folder here, and kvdsl does not fetch models from the Hugging Face Hub: "
-                f"download its config.json (`huggingface-cli download {source} config.json --local-dir DIR`) "
-                "and pass that file or DIR")
-    return f"cannot read `{visible(source)}`: not found"
+            model = import_config(path, name, title, strict)
+            clash = next((m for m in models if m.name == model.name), None)
+            if clash is not None:
+                raise ConfigError(f"`{model.source}` and `{clash.source}` would both be model `{model.name}`")
+            verify([model])
+        except UsageError:
+            raise
+        except KvdslError as exc:
+            failed.append((path, exc))
+            continue
+        models.append(model)
+    return models, failed
 
 
 def import_all(files: list[str], name: Optional[str] = None, title: Optional[str] = None,
                strict: bool = False) -> list[ImportedModel]:
-    """Import every file; raise all their errors together, and refuse two models with one name."""
-    models, errors = [], []
-    for path in files:
-        try:
-            models.append(import_config(path, name, title, strict))
-        except UsageError:
-            raise
-        except KvdslError as exc:
-            errors.extend(exc.errors if hasattr(exc, "errors") else [exc])
-    seen: dict[str, str] = {}
-    for model in models:
-        if model.name in seen:
-            errors.append(ConfigError(f"`{model.source}` and `{seen[model.name]}` would both be model `{model.name}`"))
-        seen.setdefault(model.name, model.source)
-    raise_all(errors)
-    verify(models)
+    """Import every file; raise all their errors together."""
+    models, failed = import_each(files, name, title, strict)
+    raise_all([error for _, exc in failed for error in (exc.errors if hasattr(exc, "errors") else [exc])])
     return models
-
-
-def verify(models: list[ImportedModel]) -> None:
-    """Every imported spec must pass `kvdsl check` and evaluate: its text loaded as the user will load it
-    (from memory, as if each were `NAME.kvspec` here; nothing is written)."""
-    from .api import evaluate_paths
-    from .loader import overlaid
-
-    texts = {Path.cwd() / f"{model.name}.kvspec": model.render() for model in models}
-    with overlaid(texts):
-        try:
-            evaluate_paths([str(path) for path in texts])
-        except KvdslError as exc:
-            raise ConfigError("the imported spec does not evaluate:\n" + exc.render()) from None

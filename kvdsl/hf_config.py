@@ -130,7 +130,7 @@ class Config:
         limit = MAX_LAYERS if "layer" in key else MAX_SIZE
         if value < minimum or value > limit:
             bound = f"at least {minimum}" if value < minimum else f"at most {limit:,}"
-            self.findings.error(f"`{self.name(key)}` is {value}: it must be {bound}", self.span(key))
+            self.findings.error(f"`{self.name(key)}` is {_shown(value)}: it must be {bound}", self.span(key))
             raise _Invalid
         return value
 
@@ -208,12 +208,18 @@ def read_text(path: str) -> str:
     with os.fdopen(fd, "rb") as stream:
         data = stream.read(MAX_FILE_BYTES + 1)
     if len(data) > MAX_FILE_BYTES:
-        remember_source(path, "")    # nothing to quote: never read the file again to show its first line
+        first = data[:200].split(b"\n")[0].decode("utf-8", "replace")
+        remember_source(path, first.translate(OTHER_LINE_BREAKS))  # the start of the first line, read already
         raise ConfigError(f"the file is larger than {MAX_FILE_BYTES // 2**20} MiB: not a config.json", Span(path, 1, 1, 1, 2))
     try:
         text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ConfigError(f"`{visible(path)}` is not UTF-8 text: a config.json is JSON") from None
+    except UnicodeDecodeError as exc:
+        head = data[: exc.start].decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
+        line, column = head.count("\n") + 1, len(head) - head.rfind("\n")
+        shown = data.decode("utf-8", "replace").replace("\r\n", "\n").replace("\r", "\n")
+        remember_source(path, re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "\ufffd", shown).translate(OTHER_LINE_BREAKS))
+        raise ConfigError(f"this is not UTF-8 text: a config.json is JSON (byte {exc.start})",
+                          Span(path, line, column, line, column + 1)) from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -224,14 +230,37 @@ def read_config(path: str, findings: Findings) -> Config:
     try:
         data = json.loads(text, parse_int=_json_integer)
     except json.JSONDecodeError as exc:
-        span = Span(path, exc.lineno, exc.colno, exc.lineno, exc.colno + 1)
-        raise ConfigError(f"invalid JSON: {exc.msg}", span) from None
+        raise ConfigError(f"invalid JSON: {exc.msg}", _text_span(path, text, exc.pos)) from None
     except RecursionError:
-        raise ConfigError(f"`{visible(path)}` nests too deeply to be a config.json") from None
+        raise ConfigError("this nests too deeply to be a config.json", _text_span(path, text, _deepest(text))) from None
     if not isinstance(data, dict):
         kind = {list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(type(data), "a number")
         raise ConfigError(f"a config.json holds one JSON object, not {kind}", Span(path, 1, 1, 1, 2))
     return Config(path, text, data, findings)
+
+
+def _text_span(path: str, text: str, offset: int) -> Span:
+    """The character at `offset` of a config's text; at its end, the end of its last line."""
+    offset = min(offset, len(text.rstrip("\n")))
+    line = text.count("\n", 0, offset) + 1
+    column = offset - (text.rfind("\n", 0, offset) + 1) + 1
+    return Span(path, line, column, line, column + 1)
+
+
+def _deepest(text: str) -> int:
+    """Where a JSON text first nests a thousand brackets deep (outside strings), or 0."""
+    depth, quoted = 0, False
+    for match in re.finditer(r'\\.|"|[\[{]|[\]}]', text):
+        token = match.group()
+        if token == '"':
+            quoted = not quoted
+        elif not quoted and token in "[{":
+            depth += 1
+            if depth > 1000:
+                return match.start()
+        elif not quoted and token in "]}":
+            depth -= 1
+    return 0
 
 
 def visible(text: str) -> str:

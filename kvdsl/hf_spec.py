@@ -119,5 +119,9 @@ def published_name(config: Config) -> tuple[str, str]:
         stem = Path(config.path).stem
         repo = stem.replace("__", "/", 1) if "__" in stem else stem
         if stem == "config":
-            repo = Path(config.path).resolve().parent.name or "model"
+            folder = Path(config.path).resolve().parent
+            repo = folder.name or "model"
+            # a hub cache's snapshot: models--ORG--NAME/snapshots/REVISION/config.json
+            if folder.parent.name == "snapshots" and folder.parent.parent.name.startswith("models--"):
+                repo = folder.parent.parent.name[len("models--"):].replace("--", "/", 1)
     return repo, repo.split("/")[-1]

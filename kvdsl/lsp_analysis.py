@@ -20,7 +20,7 @@ from . import model as m
 from .errors import KvdslError, Span, flatten
 from .functions import FUNCTIONS
 from .labels import describe, is_labelled
-from .loader import PRELUDE, display_path, load, overlaid
+from .loader import CATALOG, PRELUDE, display_path, load, overlaid, spec_location
 
 PRELUDE_SHOWN = "kvdsl/prelude/"
 TOO_DEEP = ("the spec nests too deeply to evaluate (an expression or a chain of rules "
@@ -68,8 +68,8 @@ class Analysis:
 def analyze(path: Path, text: str, overlay: dict) -> Analysis:
     """Load, resolve and evaluate `path` as if `text` (and `overlay`: path -> text) were on disk."""
     from .api import solve_unknowns
+    from .build import program_of
     from .evaluate import evaluate
-    from .graph import build
     from .parser import parse_cached
 
     path = path.resolve()
@@ -85,7 +85,7 @@ def analyze(path: Path, text: str, overlay: dict) -> Analysis:
             result.files = list(workspace.files)
             result.defaults, result.blocks = list(workspace.defaults), list(workspace.blocks)
             result.functions = list(workspace.functions)
-            program = build(workspace)
+            program = program_of(workspace)  # kept from an earlier analysis of the same texts, or built
             result.program = program
             base = evaluate(program)
             solved = solve_unknowns(program, base)
@@ -102,6 +102,8 @@ def source_file(shown: str) -> Path:
     """The file a display path names: prelude paths name the installed package's files."""
     if shown.startswith(PRELUDE_SHOWN):
         return PRELUDE / shown[len(PRELUDE_SHOWN):]
+    if shown.startswith(CATALOG):
+        return spec_location(shown, Path())
     return Path(os.path.abspath(shown))
 
 
@@ -144,7 +146,7 @@ def locate(analysis: Analysis, line: int, column: int) -> Optional[Target]:
         if not contains(item.span, line, column):
             continue
         if isinstance(item, m.Import):
-            return Target("import", path=analysis.path.parent / item.path, name=item.path)
+            return Target("import", path=spec_location(item.path, analysis.path.parent), name=item.path)
         if isinstance(item, m.Block):
             if contains(item.name_span, line, column):
                 return Target("block", block=item, name=item.name)

@@ -178,14 +178,24 @@ class NameResolver:
             rc.form, rc.ref_target = Form.REF, target
             return
         ok = True
+        block, scope, poisoned = rc.block, rc.scope, self._poisoned
+        seen = self._seen_for(block, scope)
 
         def resolve(name: m.Name):
-            nonlocal ok
-            found = self._resolve_seen(rc.block, name, rc.scope)
+            nonlocal ok, seen
+            if len(poisoned) != seen[0]:  # a reference cell failed meanwhile: names through it resolve anew
+                seen = self._seen_for(block, scope)
+            found = seen[1].get(name.parts)
+            if found is not None:
+                return _ref(found.key, found.via, name.span, found.text)
+            found = self.resolve_name(block, name, scope=scope)
             if isinstance(found, CellRef):
                 for key in (found.key, *found.via):
-                    if key[0] != rc.block:
-                        self.readers.setdefault(key[0], set()).add(rc.block)
+                    if key[0] != block:
+                        self.readers.setdefault(key[0], set()).add(block)
+                if len(poisoned) == seen[0]:
+                    seen[1][name.parts] = found
+                return found
             if isinstance(found, str):
                 self.errors.append(ReferenceKindError(f"`{name.dotted}` is a {self.blocks[found].kind}, not a value", name.span))
             elif found is not None:
@@ -197,17 +207,13 @@ class NameResolver:
         if not ok:
             rc.dim = ERROR
 
-    def _resolve_seen(self, block: str, name: m.Name, scope: Optional[str]):
-        """`resolve_name`, done once per block, scope and name (a block's rules
-        name the same cells many times) while no further cell is poisoned."""
-        seen_key = (block, scope, name.parts, len(self._poisoned))
-        seen = self._seen_names.get(seen_key)
-        if seen is not None:
-            return CellRef(seen.key, seen.via, name.span, name.dotted)
-        found = self.resolve_name(block, name, scope=scope)
-        if isinstance(found, CellRef):
-            self._seen_names[seen_key] = found
-        return found
+    def _seen_for(self, block: str, scope: Optional[str]) -> tuple:
+        """(poisoned count, {name parts: CellRef}): the names resolved in `block` and `scope` while
+        no further cell was poisoned.  A block's rules name the same cells many times: each is resolved once."""
+        seen = self._seen_names.get((block, scope))
+        if seen is None or seen[0] != len(self._poisoned):
+            seen = self._seen_names[(block, scope)] = (len(self._poisoned), {})
+        return seen
 
     # ---- cells that name a block ---------------------------------------------------
 
@@ -273,10 +279,19 @@ class NameResolver:
                 hint=self._choices(expected, rc.ref_target)))
 
     def _choices(self, kind: str, near: Optional[str] = None) -> str:
+        """What a reference to a block of `kind` may name: the closest, the blocks loaded, the catalog's."""
+        from .loader import catalog_import, catalog_names
+
         names = sorted(n for n, b in self.blocks.items() if b.kind == kind)
-        if not names:
-            return f"no {kind} block is defined: import one"
-        return (did_you_mean(near, names) if near else None) or f"{kind} blocks: " + ", ".join(names)
+        shipped = [n for n in catalog_names(kind) if n not in names]
+        if near in shipped:
+            return f"the catalog has it: {catalog_import(kind, near)}"
+        close = did_you_mean(near, names) if near else None
+        if close or not shipped:
+            return close or (f"{kind} blocks: " + ", ".join(names) if names else f"no {kind} block is defined: import one")
+        loaded = f"{kind} blocks: " + ", ".join(names) + "; " if names else ""
+        return (loaded + f"the catalog's, each brought by {catalog_import(kind, 'NAME')}: " + ", ".join(shipped)
+                + (f" ({did_you_mean(near, shipped)})" if near and did_you_mean(near, shipped) else ""))
 
     # ---- static dimensions ------------------------------------------------------------
 
@@ -317,6 +332,16 @@ class NameResolver:
                 if dim not in (None, NUMBER):
                     return dim
         return None
+
+
+def _ref(key, via: tuple, span, text: str) -> CellRef:
+    """CellRef(key, via, span, text), made without the frozen dataclass's constructor.
+
+    hazard: the names pass makes one for every name of every rule of every block.
+    """
+    ref = object.__new__(CellRef)
+    ref.__dict__.update(key=key, via=via, span=span, text=text)
+    return ref
 
 
 def _members_hint(name: str, candidates: list) -> Optional[str]:

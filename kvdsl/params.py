@@ -223,3 +223,34 @@ def count_params(shape: Shape) -> ParamCount:
     idle = sum(layer.mlp.idle_weights(shape.hidden) for layer in shape.layers if layer.mlp is not None)
     total = embeddings + layers + head + norm
     return ParamCount(total, embeddings, layers, head, norm, experts, total - idle)
+
+
+def modules(shape: Shape) -> list:
+    """The checkpoint's layer modules as (name, parameters, parts), named as the Hugging Face implementations
+    name them (`model.layers.3.self_attn.q_proj`), for the patterns a quantizer leaves unquantized."""
+    found = []
+    for i, layer in enumerate(shape.layers):
+        prefix = f"model.layers.{i}."
+        mixer = layer.mixer
+        if isinstance(mixer, Attention):
+            parts = []
+            if not mixer.kv_lora_rank:
+                v_head = mixer.v_head_dim or mixer.head_dim
+                q = shape.hidden * mixer.heads * mixer.head_dim * (2 if mixer.gated_query else 1)
+                parts = [(prefix + "self_attn.q_proj", q, []),
+                         (prefix + "self_attn.k_proj", shape.hidden * mixer.kv_heads * mixer.head_dim, []),
+                         (prefix + "self_attn.v_proj", shape.hidden * mixer.kv_heads * v_head, []),
+                         (prefix + "self_attn.o_proj", mixer.heads * v_head * shape.hidden, [])]
+            found.append((prefix + "self_attn", mixer.count(shape.hidden), parts))
+        elif isinstance(mixer, StateSpace):
+            found.append((prefix + ("linear_attn" if mixer.kind == "gated_deltanet" else "mixer"), mixer.count(shape.hidden), []))
+        mlp = layer.mlp
+        if mlp is not None:
+            parts = []
+            if mlp.experts:
+                parts = [(prefix + "mlp.gate", shape.hidden * mlp.experts + (mlp.experts if mlp.router_bias else 0), []),
+                         (prefix + "mlp.experts", mlp.expert_weights(shape.hidden), [])]
+                if mlp.shared_intermediate:
+                    parts.append((prefix + "mlp.shared_experts", 3 * shape.hidden * mlp.shared_intermediate, []))
+            found.append((prefix + "mlp", mlp.count(shape.hidden), parts))
+    return found

@@ -7,6 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 
 import re
+import threading
 
 from .errors import InvalidValueError, Span, SpecSyntaxError, did_you_mean, normalize_newlines, remember_source
 from .model import SpecFile
@@ -40,7 +41,46 @@ def lark_parser():
         maybe_placeholders=False,
         cache=True,
         start=["start", "cell"],
+        lexer_callbacks={**{t: _TERMS.term for t in _TERM_TOKENS}, **{t: _TERMS.restart for t in _CELL_STARTS}},
     )
+
+
+MAX_TERMS = 20_000  # names, numbers and strings in one cell: twice the longest sum any test writes
+
+
+class _TermCount(threading.local):
+    """The terms of the cell being lexed, counted as the lexer hands each token to the parser.
+
+    A cell of 100,000 terms (`z = 1+1+...`, 200 KB) costs seconds to parse and
+    transform; counting its terms as they are read refuses it after
+    MAX_TERMS of them, at the term that goes over, before the rest is parsed.
+    Every cell starts after `=` or `:` (or `require`, or a brace), so the count
+    restarts there; an expression may run over many lines.
+    """
+
+    path = ""
+    count = 0
+
+    def start(self, path: str) -> None:
+        self.path, self.count = path, 0
+
+    def restart(self, token):
+        self.count = 0
+        return token
+
+    def term(self, token):
+        self.count += 1
+        if self.count > MAX_TERMS:
+            self.count = 0
+            raise SpecSyntaxError(f"more than {MAX_TERMS:,} terms in one cell", Span(
+                self.path, token.line, token.column, token.end_line or token.line, token.end_column or token.column + 1),
+                hint="split it into cells of your own (`let part_1 = ...`) and add those up")
+        return token
+
+
+_TERMS = _TermCount()
+_TERM_TOKENS = ("NAME", "NUMBER", "STRING", "BOOLEAN", "NONE")
+_CELL_STARTS = ("EQUAL", "COLON", "REQUIRE", "LBRACE", "RBRACE")
 
 
 def _describe(terminal: str) -> str:
@@ -79,10 +119,11 @@ def decode(data: bytes, path: str) -> str:
         bad = nul if nul >= 0 else None
         if bad is None:
             return normalize_newlines(text[1:] if text.startswith("\ufeff") else text)
-    head = normalize_newlines(data[:bad].decode("utf-8", errors="replace"))
+    bom = 3 if data.startswith(b"\xef\xbb\xbf") else 0  # not a character of the first line, as for a text file
+    head = normalize_newlines(data[bom:bad].decode("utf-8", errors="replace"))
     line = head.count("\n") + 1
     column = len(head) - (head.rfind("\n") + 1) + 1
-    shown = normalize_newlines(data.decode("utf-8", errors="replace"))
+    shown = normalize_newlines(data[bom:].decode("utf-8", errors="replace"))
     remember_source(path, re.sub(r"[\x00-\x08\x0b-\x1f\x7f]", "\ufffd", shown))
     raise InvalidValueError(
         f"this is not a text file: binary data at byte {bad}", _point(path, line, column),
@@ -128,6 +169,7 @@ def parse_cell(text: str, path: str):
 def _tree(text: str, path: str, start: str):
     from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedToken
 
+    _TERMS.start(path)
     try:
         return lark_parser().parse(text, start=start)
     except UnexpectedCharacters as exc:
@@ -184,11 +226,12 @@ def _acceptable(text: str, pos: int, start: str) -> set:
     """
     from lark.exceptions import LarkError
 
+    _TERMS.start("")
     try:
         interactive = lark_parser().parse_interactive(text[:pos], start=start)
         interactive.exhaust_lexer()
         return set(interactive.accepts())
-    except LarkError:
+    except (LarkError, SpecSyntaxError):
         return set()
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
-from .errors import UsageError, did_you_mean
+from .errors import KvdslError, UsageError, did_you_mean
 from .plan_candidates import ENGINES, STAND_INS, candidates_for
 from .plan_search import Planner
 
@@ -72,7 +72,8 @@ def plan(paths: list, workload: Optional[str], models: Optional[list], hardware:
     engines = [_pick(engine, kinds("engine"), "engine")] if engine else [e for e in ENGINES if e in kinds("engine")]
     if max_gpus < 1:
         raise UsageError("--max-gpus must be at least 1")
-    program = _with_blocks(paths, _template(models, workload, devices[0], engines[0]))
+    program = _with_blocks(paths, _template(models, workload, devices[0], engines[0]),
+                           leave_out=len({name for name, _, _ in blocks}) == len(blocks))
     base = evaluate(program, unchecked=frozenset(k for k, rc in program.cells.items()
                                                  if rc.form == "require" and k[0].startswith("plan__")))
     users = int(base[(workload, "users")])
@@ -112,28 +113,27 @@ def _blocks(paths: list) -> list:
     return [(block.name, block.kind, prelude) for block, prelude in workspace.blocks]
 
 
-def _with_blocks(paths: list, blocks: list):
+def _with_blocks(paths: list, blocks: list, leave_out: bool = False):
     """The program of `paths` and the planner's own blocks, loaded from memory (nothing is written).
 
-    The specs' own deployments are left out: a plan reads their models, GPUs, formats, engines and
-    workloads, never them, and a catalog's deployments are most of its cells.
+    With `leave_out`, the deployments of `paths` are left out: the plan reads
+    none of them, and resolving them would cost most of the time.  Should
+    another block read one, the whole program is built and says what is wrong.
     """
-    from dataclasses import replace
     from pathlib import Path
 
-    from .build import raise_workspace
-    from .graph import build
-    from .loader import load, overlaid
+    from .api import build_program
+    from .loader import overlaid
 
     spec = Path.cwd() / "<plan>.kvspec"  # a name no file has: the loader reads the text given for it
     imports = [f'import "{Path(p).resolve()}"' for p in paths]
     with overlaid({spec: "\n".join(imports + blocks) + "\n"}):
-        workspace = load([str(spec)])
-    if workspace.errors:
-        raise_workspace(workspace)
-    kept = [(block, prelude) for block, prelude in workspace.blocks
-            if block.kind != "deployment" or prelude or block.name.startswith("plan__")]
-    return build(replace(workspace, blocks=kept, fingerprint=workspace.fingerprint + ":plan"))
+        if leave_out:
+            try:
+                return build_program([str(spec)], leave_out=("deployment",))
+            except KvdslError:
+                pass
+        return build_program([str(spec)])
 
 
 def _pick(name: str, names: list, kind: str) -> str:

@@ -73,28 +73,28 @@ class Planner:
     def columns(self, candidates: list) -> dict:
         """(block, cell) -> a NumPy array over the candidates of what each sets (the batch and copies apart).
 
-        A stand-in's cell takes, for each candidate, its real block's value: looked up once per block.
+        A stand-in's cells are looked up once per real block, then spread over the candidates.
         """
         import numpy as np
 
-        size = len(candidates)
-        b = self.block
-        out = {(b, "gpus"): np.asarray([float(c.gpus) for c in candidates]),
-               (b, "pipeline_stages"): np.asarray([float(c.pipeline_stages) for c in candidates]),
-               (b, "batch"): np.ones(size), (b, "replicas"): np.ones(size),
-               (b, "attention_data_parallel"): np.asarray([float(c.attention_data_parallel) for c in candidates]),
-               (b, "expert_parallel"): np.asarray([float(c.expert_parallel) for c in candidates]),
-               (b, "prefill_gpus"): np.asarray([float(c.prefill_gpus) for c in candidates]),
-               (b, "engine"): np.asarray([c.engine for c in candidates], dtype=object)}
+        block = self.block
+        columns = {(block, "gpus"): [c.gpus for c in candidates],
+                   (block, "pipeline_stages"): [c.pipeline_stages for c in candidates],
+                   (block, "batch"): [1] * len(candidates), (block, "replicas"): [1] * len(candidates),
+                   (block, "attention_data_parallel"): [c.attention_data_parallel for c in candidates],
+                   (block, "expert_parallel"): [c.expert_parallel for c in candidates],
+                   (block, "prefill_gpus"): [c.prefill_gpus for c in candidates],
+                   (block, "engine"): [c.engine for c in candidates]}
+        out = {key: _column(column) for key, column in columns.items()}
         for cell, stand_in in self.stand_ins.items():
             reals = [getattr(c, cell) for c in candidates]
-            out[(b, cell)] = np.asarray(reals, dtype=object)
-            distinct = list(dict.fromkeys(reals))
+            names = list(dict.fromkeys(reals))  # in order of first use: the first candidate's first
+            where = {name: i for i, name in enumerate(names)}
+            index = np.fromiter((where[r] for r in reals), dtype=np.intp, count=len(reals))
+            out[(block, cell)] = _column(names)[index]
             for name in self.program.blocks[stand_in].cells:
-                known = {real: self.base[(real, name)] for real in distinct if (real, name) in self.base}
-                if not known:
-                    continue
-                out[(stand_in, name)] = _array([known.get(real) for real in reals])
+                if (names[0], name) in self.base:
+                    out[(stand_in, name)] = _column([self.base.get((real, name)) for real in names])[index]
         return out
 
     def _vector(self, columns: dict, batch, replicas, known: Optional[dict] = None) -> dict:
@@ -144,10 +144,10 @@ class Planner:
             held &= ok if scope is None else (ok | (engines != scope))
         return held
 
-    def exact(self, c: Candidate, batch: int, replicas: int) -> dict:
-        """One candidate's cells, exactly: (cell) -> value, computed only as the outputs need them."""
+    def exact(self, c: Candidate, batch: int, replicas: int, cells: tuple = OPTION_OUTPUTS + VECTOR_OUTPUTS) -> dict:
+        """One candidate's `cells`, exactly: (cell) -> value, computed only as they need."""
         lazy = _Lazy(self.program, self.base, self._settings(c, batch, replicas), set(self.order))
-        return {cell: lazy.get((self.block, cell)) for cell in OPTION_OUTPUTS + VECTOR_OUTPUTS}
+        return {cell: lazy.get((self.block, cell)) for cell in cells}
 
     # ---- the search -----------------------------------------------------------------
 
@@ -227,21 +227,21 @@ class Planner:
         out = []
         for key in sorted(chosen, key=lambda k: (price(k), k))[:shown]:
             c = candidates[chosen[key]]
-            verdict = self.exact(c, 1, self.users)["verdict"]  # as many copies as users: what fails is not their number
+            verdict = self.exact(c, 1, self.users, ("verdict",))["verdict"]  # as many copies as users: what fails is not their number
             out.append({"hardware": c.hardware, "gpus": c.gpus, "reason": verdict if isinstance(verdict, str) else "no value"})
         return out
 
 
-def _array(column: list):
-    """One column of values as NumPy takes them: booleans, texts (as objects) or floats (nan for none)."""
+def _column(values: list):
+    """A NumPy array of one cell's values: conditions as bool, text as objects, numbers (or NaN) as floats."""
     import numpy as np
 
-    first = next((v for v in column if v is not None), None)
+    first = values[0]
     if isinstance(first, bool):
-        return np.asarray(column, dtype=bool)
+        return np.asarray(values, dtype=bool)
     if isinstance(first, str):
-        return np.asarray(column, dtype=object)
-    return np.asarray([float(v) if isinstance(v, (int, Fraction)) else np.nan for v in column])
+        return np.asarray(values, dtype=object)
+    return np.asarray([float(v) if isinstance(v, (int, Fraction)) else np.nan for v in values])
 
 
 def _option(c: Candidate, batch: int, replicas: int, exact: dict) -> dict:

@@ -124,7 +124,14 @@ class Program:
         self._dependents: dict = {}
         self._position: Optional[dict] = None
         self.evaluated: tuple = ()  # (values, errors) of `evaluate` without solved cells, once done
+        self.solved: Optional[dict] = None  # the `?` cells' values against `evaluated`, once found (`solve_unknowns`)
         self.own_cells: Optional[int] = None  # the cells not shared with the program it was made from
+
+    def __getstate__(self) -> dict:
+        """What is pickled: the program and its plain evaluation, not the caches of what reads what."""
+        state = dict(self.__dict__)
+        state.update(_by_block=None, _dependencies={}, _users={}, _dependents={}, _position=None)
+        return state
 
     def block_keys(self, block: str) -> list:
         """The keys of every cell of `block` (its requirements and engine cells included)."""

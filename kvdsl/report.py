@@ -89,6 +89,7 @@ def eval_text(program: Program, values: dict, every: bool = False, cells: list =
 
 def _chosen_text(program: Program, values: dict, cells: list) -> str:
     parts = []
+    failing = set(misfits(program, values))
     for info in _ordered_blocks(program):
         names = _chosen(info, cells)
         if not names:
@@ -96,8 +97,16 @@ def _chosen_text(program: Program, values: dict, cells: list) -> str:
         width = max(len(n) for n in names)
         lines = [f"{info.kind} {info.name} \"{info.title}\""]
         lines += [f"  {n:<{width}}  {format_value(values[(info.name, n)], program.cells[(info.name, n)].dim)}" for n in names]
+        if info.name in failing and "verdict" not in names:  # why it fails, whatever cells were asked for
+            lines.append("  => " + deployment_verdict(info.name, values))
         parts.append("\n".join(lines))
     return "\n\n".join(parts)
+
+
+def misfits(program: Program, values: dict) -> list:
+    """The deployments that do not fit, or whose `?` has no answer, in the order they are printed."""
+    return [info.name for info in _ordered_blocks(program) if info.kind == "deployment" and
+            (values.get((info.name, "fits")) is False or any(values.get((info.name, n), 0) is None for n in info.cells))]
 
 
 def deployment_verdict(block: str, values: dict) -> str:

@@ -47,6 +47,11 @@ def parse_range(text: str, parse_value=parse_bound) -> Axis:
     """
     name, sep, spec = text.partition("=")
     parts = spec.split(":")
+    if sep and name.strip() and len(parts) == 1 and spec.strip():  # `gpus=1,2,4,8`: the values listed
+        import numpy as np
+
+        values = [parse_value(name.strip(), item) for item in spec.split(",")]
+        return Axis(name.strip(), np.asarray([float(v) for v in values], dtype=float))
     if not sep or len(parts) not in (2, 3) or not name.strip():
         raise UsageError(f"--vary needs NAME=START:STOP[:STEP] or NAME=START:STOP:xFACTOR, not `{text}`")
     name = name.strip()
@@ -79,8 +84,12 @@ def parse_range(text: str, parse_value=parse_bound) -> Axis:
     return Axis(name, values)
 
 
-def prepare(program: Program, block: str, texts: list) -> "CompiledSweep":
-    """Check the `--vary` ranges against the block and compile the sweep."""
+def prepare(program: Program, block: str, texts: list, also: tuple = ()) -> "CompiledSweep":
+    """Check the `--vary` ranges against the block and compile the sweep.
+
+    `also`: the cells set to one of a listed axis's values (a format, a block,
+    a flag) in this program: the cells that depend on them are results too.
+    """
     from .evaluate import evaluate
     from .search import find_key
     from .units import Dim
@@ -91,15 +100,114 @@ def prepare(program: Program, block: str, texts: list) -> "CompiledSweep":
         raise UsageError(f"--vary names `{next(n for n in names if names.count(n) > 1)}` twice")
     for axis in axes:
         rc = program.cells[find_key(program, block, axis.name)]
-        if rc.form not in ("input", "rule") or not isinstance(rc.dim, Dim):
-            raise UsageError(f"--vary {axis.name}: only a number can vary, and `{axis.name}` is not one")
+        if rc.form not in ("input", "rule", "unknown") or not isinstance(rc.dim, Dim):
+            raise UsageError(f"--vary {axis.name}: only a number can vary over a range, and `{axis.name}` is not one",
+                             hint=f"list its values instead: --vary {axis.name}=A,B,...")
     unknown = [n for n in program.blocks[block].cells if program.cells[(block, n)].form == "unknown" and n not in names]
     if unknown:
         raise UsageError(f"block `{block}` has `{unknown[0]} = ?`: give it a value to sweep", hint=f"--set {unknown[0]}=...")
     total = math.prod(a.values.size for a in axes)
     if total > MAX_POINTS:
         raise UsageError(f"the grid has {total:,} points, more than {MAX_POINTS:,}")
-    return CompiledSweep(program, block, axes, evaluate(program))
+    return CompiledSweep(program, block, axes, evaluate(program), also)
+
+
+def prepare_sweep(paths: list, settings: list, block, texts: list):
+    """The sweep `kvdsl sweep` runs: the block chosen, ranges and lists of numbers vectorized, and a
+    list of anything else (formats, blocks, true/false: `kv_dtype=fp16,fp8`) as one program per value,
+    whose rows come one value after another (listed axes vary slowest, before the numbers)."""
+    import itertools
+
+    from .api import Setting, build_program, choose_block
+
+    program = build_program(paths, settings)
+    block = choose_block(program, texts[0].partition("=")[0].strip(), block)
+    listed, numeric = [], []
+    for text in texts:
+        name, sep, spec = text.partition("=")
+        items = [item.strip() for item in spec.split(",")] if sep and ":" not in spec else []
+        if items and not all(_numeric_text(name.strip(), item) for item in items):
+            listed.append((name.strip(), [_listed_cell(text, i) for i in range(len(items))]))
+        else:
+            numeric.append(text)
+    if not listed:
+        return prepare(program, block, numeric)
+    names = [name for name, _ in listed]
+    if len(set(names)) != len(names):
+        raise UsageError(f"--vary names `{next(n for n in names if names.count(n) > 1)}` twice")
+    parts = []
+    for combination in itertools.product(*(cells for _, cells in listed)):
+        extra = [Setting(block, cell) for cell in combination]
+        compiled = prepare(build_program(paths, list(settings) + extra), block, numeric, also=tuple(names))
+        if parts:
+            compiled.choose(parts[0][1].results)
+        written = [cell.source.split("=", 1)[1].strip() for cell in combination]
+        parts.append(([{"true": True, "false": False}.get(item, item) for item in written], compiled))
+    return ListedSweep([Axis(name, None) for name in names], parts)
+
+
+def _listed_cell(text: str, index: int):
+    """Item `index` of `--vary NAME=A,B,...` as the cell it sets, its errors quoting the option as typed."""
+    from .errors import KvdslError, remember_source
+    from .parser import parse_cell
+
+    shown = f"--vary {text}"
+    name, _, spec = text.partition("=")
+    items = spec.split(",")
+    offset = len("--vary ") + len(name) + 1 + sum(len(i) + 1 for i in items[:index])
+    parsed = " " * (len("--vary ") + len(name) - len(name.lstrip())) + name.strip() + "="
+    parsed += " " * (offset - len(parsed)) + items[index]
+    try:
+        return parse_cell(parsed, shown)
+    except KvdslError as err:
+        raise UsageError(err.message, err.span, err.hint) from None
+    finally:
+        remember_source(shown, shown)
+
+
+def _numeric_text(name: str, item: str) -> bool:
+    try:
+        parse_bound(name, item)
+    except UsageError:
+        return False
+    return True
+
+
+class ListedSweep:
+    """A sweep over listed values that are not numbers: one CompiledSweep per combination, in turn.
+
+    It answers as a CompiledSweep does; its listed columns come first, and
+    hold the values as written (`fp8`, `true`).
+    """
+
+    def __init__(self, listed: list, parts: list):
+        self.listed, self.parts = listed, parts
+        first = parts[0][1]
+        self.block, self.axes, self.results = first.block, listed + first.axes, first.results
+
+    def size(self) -> int:
+        return sum(compiled.size() for _, compiled in self.parts)
+
+    def choose(self, cells: list) -> None:
+        for _, compiled in self.parts:
+            compiled.choose(cells)
+        self.results = list(cells)
+
+    def chunks(self, progress=None, chunk: int = CHUNK):
+        import numpy as np
+
+        for values, compiled in self.parts:
+            for inputs, results in compiled.chunks(progress, chunk):
+                size = results[0].size if results else (inputs[0].size if inputs else 1)
+                yield [np.full(size, value, dtype=object) for value in values] + inputs, results
+
+    def run(self, progress=None):
+        import numpy as np
+
+        parts = list(self.chunks(progress))
+        inputs = [np.concatenate([p[0][i] for p in parts]) for i in range(len(self.axes))]
+        results = [np.concatenate([p[1][i] for p in parts]) for i in range(len(self.results))]
+        return inputs, results
 
 
 class CompiledSweep:
@@ -111,13 +219,13 @@ class CompiledSweep:
     division by zero at a point gives inf or nan there, as NumPy does.
     """
 
-    def __init__(self, program: Program, block: str, axes: list, values: dict):
+    def __init__(self, program: Program, block: str, axes: list, values: dict, also: tuple = ()):
         from .search import depends_on
 
         self.block = block
         self.axes = axes
         self.keys = [self._key(program, block, a.name) for a in axes]
-        affected = set().union(*(depends_on(program, k) for k in self.keys))
+        affected = set().union(*(depends_on(program, k) for k in self.keys + [self._key(program, block, n) for n in also]))
         self.results = [
             name for name in program.blocks[block].cells
             if (block, name) in affected and (block, name) not in self.keys
@@ -159,6 +267,10 @@ class CompiledSweep:
         import numpy as np
 
         stop = self.size() if stop is None else stop
+        if not self.axes:  # only listed values vary: one point
+            import numpy as np
+
+            return [np.zeros(stop - start)]
         shape = [len(a.values) for a in self.axes]
         indices = np.unravel_index(np.arange(start, stop), shape)
         return [axis.values[i] for axis, i in zip(self.axes, indices)]
@@ -166,7 +278,7 @@ class CompiledSweep:
     def evaluate(self, part: list) -> dict:
         """Values of every cell at the points `part` (one array per varied cell)."""
         values = dict(self.values)
-        values.update(zip(self.keys, part))
+        values.update(zip(self.keys, part))  # (with no axis, the one point's zero stands for nothing)
         visit = VectorEvaluator(values).visit
         for key in self.order:
             values[key] = visit(self.program.cells[key].expr)
@@ -229,16 +341,26 @@ def write_csv_chunks(stream, sweep: CompiledSweep, chunks) -> None:
     header = [a.name for a in sweep.axes] + sweep.results
     stream.write(",".join(header) + "\n")
     for inputs, results in chunks:
-        columns = inputs + [r.astype(int) if r.dtype == bool else r for r in results]
+        listed = [c for c in inputs if c.dtype == object]  # the same listed values on every row of a chunk
+        prefix = "".join(_listed_text(c[0]) + "," for c in listed)
+        columns = [c for c in inputs if c.dtype != object] + [r.astype(int) if r.dtype == bool else r for r in results]
+        if not columns:
+            stream.write(prefix[:-1] + "\n")
+            continue
         table = np.column_stack(columns)
         for start in range(0, len(table), CSV_ROWS):
             rows = table[start : start + CSV_ROWS]
-            if np.isfinite(rows).all():
+            if np.isfinite(rows).all() and not prefix:
                 np.savetxt(stream, rows, delimiter=",", fmt="%.15g")
                 continue
             text = io.StringIO()
             np.savetxt(text, rows, delimiter=",", fmt="%.15g")
-            stream.write(NOT_FINITE.sub("", text.getvalue()))
+            lines = NOT_FINITE.sub("", text.getvalue())
+            stream.write("".join(prefix + line for line in lines.splitlines(keepends=True)) if prefix else lines)
+
+
+def _listed_text(value) -> str:
+    return ("true" if value else "false") if isinstance(value, bool) else str(value)
 
 
 MAX_JSON_POINTS = 100_000  # points `sweep --json` lists; a larger grid goes to --out FILE.csv

@@ -12,7 +12,8 @@ from lark import Token, Transformer, v_args
 from lark.exceptions import VisitError
 
 from . import model as m
-from .errors import DuplicateError, InvalidValueError, KvdslError, Span, UnknownNameError, did_you_mean, raise_all, split_lines
+from .errors import (DuplicateError, InvalidValueError, KvdslError, Span, SpecSyntaxError, UnknownNameError, did_you_mean,
+                     raise_all, split_lines)
 from .transformer_chains import balance_chains
 from .transformer_expr import MAX_PATTERN_LAYERS, ExpressionRules, unquote
 from .units import DECLARED_DIMS
@@ -237,16 +238,50 @@ def transform(tree, path: str, text: str) -> m.SpecFile:
     transformer = SpecTransformer(path, text)
     try:
         result = transformer.transform(tree)
+    except RecursionError:
+        raise _too_deep(tree, path) from None
     except VisitError as exc:  # Lark wraps what a transformer raises
         if isinstance(exc.orig_exc, KvdslError):
             raise_all(transformer.errors + [exc.orig_exc])
         if isinstance(exc.orig_exc, RecursionError):
-            raise exc.orig_exc from None
+            raise _too_deep(tree, path) from None
         if isinstance(exc.orig_exc, (ValueError, ArithmeticError)):  # a literal no rule above foresaw
             raise_all(transformer.errors + [_unreadable(exc, transformer)])
         raise
     raise_all(transformer.errors)
     return result
+
+
+_STATEMENTS = frozenset({"start", "block", "extends", "defaults", "fn_def", "import_stmt", "rule", "family", "unknown",
+                         "pattern_cell", "declare", "require", "cell_name", "family_name"})
+
+
+def _too_deep(tree, path: str) -> SpecSyntaxError:
+    """The error for an expression nested too deeply to read, at the expression that holds the deepest part.
+
+    Found without recursion: a walk with an explicit stack, keeping each node's
+    path from the root only as a parent link.
+    """
+    from lark import Tree
+
+    deepest, depth_of, parent = tree, {id(tree): 0}, {id(tree): None}
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for child in node.children:
+            if isinstance(child, Tree):
+                depth_of[id(child)], parent[id(child)] = depth_of[id(node)] + 1, node
+                if depth_of[id(child)] > depth_of[id(deepest)]:
+                    deepest = child
+                stack.append(child)
+    chain = [deepest]
+    while parent[id(chain[-1])] is not None:
+        chain.append(parent[id(chain[-1])])
+    outer = next((n for n in reversed(chain) if n.data not in _STATEMENTS and not n.meta.empty), deepest)
+    meta = outer.meta
+    return SpecSyntaxError(f"this expression nests too deeply to read ({depth_of[id(deepest)] - depth_of[id(outer)]:,} levels)",
+                           Span(path, meta.line, meta.column, meta.end_line, meta.end_column),
+                           hint="split it into cells of your own, each a few thousand levels deep at most")
 
 
 def _unreadable(exc: VisitError, transformer: SpecTransformer) -> InvalidValueError:

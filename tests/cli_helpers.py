@@ -35,3 +35,10 @@ def timed(*args, code=None):
 def check_seconds(path) -> float:
     """The CPU time of `kvdsl check PATH` now: the yardstick the hang guards measure a command against."""
     return timed("check", path, code=0)[1]
+
+
+def answered(result) -> bool:
+    """True when a command gave its answer: exit 0, or `eval`'s exit 1 after every block when a deployment
+    does not fit (its last line on stderr names them)."""
+    last = result.stderr.rstrip().rpartition("\n")[2]
+    return result.exit_code == 0 or (result.exit_code == 1 and " not fit: " in last and bool(result.stdout))

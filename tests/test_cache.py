@@ -21,6 +21,7 @@ SPEC = 'model m "M" {\n    layers = 2; heads = 4; head_dim = 8; params = 1e9\n}\
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
     folder = tmp_path / "cache"
+    forget_programs()  # what earlier tests built goes where they kept it
     monkeypatch.setenv("KVDSL_CACHE_DIR", str(folder))
     monkeypatch.delenv("KVDSL_NO_CACHE", raising=False)
     cache.directory.cache_clear()
@@ -186,3 +187,94 @@ def test_other_settings_are_built_in_full(texts):
     except UsageError:  # refused before any build
         return
     assert with_literals(base, overrides) is None
+
+
+# ---- programs kept on disk -------------------------------------------------------
+
+
+def _kept(folder: Path, suffix: str) -> list:
+    return sorted((folder / "programs").glob("*" + suffix))
+
+
+def _built_anew(paths: list):
+    """What a new process would get: nothing kept in memory."""
+    forget_programs()
+    return build_program(paths)
+
+
+def kept_fingerprint(spec: Path) -> str:
+    return load([str(spec)]).fingerprint
+
+
+def _same(one, other) -> None:
+    assert list(one.cells) == list(other.cells) and one.order == other.order
+    for key, rc in one.cells.items():
+        twin = other.cells[key]
+        assert (rc.form, rc.origin, rc.dim, rc.ref_target, rc.scope, repr(rc.expr)) == \
+               (twin.form, twin.origin, twin.dim, twin.ref_target, twin.scope, repr(twin.expr))
+    assert evaluate(one) == evaluate(other)
+
+
+def test_a_program_is_kept_on_disk_the_second_time_its_files_are_built(cache_dir, tmp_path, monkeypatch):
+    spec = tmp_path / "m.kvspec"
+    spec.write_text(SPEC)
+    first = _built_anew([str(spec)])
+    assert _kept(cache_dir, ".pickle") == [] and len(_kept(cache_dir, ".seen")) == 1
+    second = _built_anew([str(spec)])
+    evaluate(second)  # kept with the program once the command is done
+    forget_programs()
+    assert len(_kept(cache_dir, ".pickle")) == 1
+    third = _built_anew([str(spec)])
+    assert third.evaluated  # read back with its evaluation
+    for program in (second, third):
+        _same(first, program)
+    spec.write_text(SPEC.replace("layers = 2", "layers = 5"))  # a changed file: built again, never the stale entry
+    assert evaluate(_built_anew([str(spec)]))[("m", "layers")] == 5
+    spec.write_text(SPEC)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "m.kvspec").write_text(SPEC)
+    monkeypatch.chdir(tmp_path)
+    for _ in range(2):
+        evaluate(_built_anew(["m.kvspec"]))
+    monkeypatch.chdir(elsewhere)  # the same texts at the same display paths: the same program
+    assert _built_anew(["m.kvspec"]).evaluated
+    forget_programs()
+
+
+def test_a_program_on_disk_is_not_read_for_other_code_or_when_damaged(cache_dir, tmp_path, monkeypatch):
+    spec = tmp_path / "m.kvspec"
+    spec.write_text(SPEC)
+    for _ in range(3):
+        kept = _built_anew([str(spec)])
+        evaluate(kept)
+    forget_programs()
+    [entry] = _kept(cache_dir, ".pickle")
+    entry.write_bytes(entry.read_bytes()[: entry.stat().st_size // 2])  # cut short
+    _same(kept, _built_anew([str(spec)]))
+    _same(kept, _built_anew([str(spec)]))  # built again, and kept again the next time
+    assert cache.load_program(kept_fingerprint(spec)) is not None
+    monkeypatch.setattr(cache, "_package_fingerprint", lambda: b"another version of kvdsl")
+    assert cache.load_program(kept_fingerprint(spec)) is None
+    _same(kept, _built_anew([str(spec)]))
+    forget_programs()
+
+
+def test_a_file_that_became_a_fifo_is_not_read_to_check_a_kept_program(cache_dir, tmp_path, monkeypatch):
+    import os
+    import signal
+
+    spec = tmp_path / "m.kvspec"
+    spec.write_text(SPEC)
+    for _ in range(2):
+        _built_anew([str(spec)])
+    spec.unlink()
+    os.mkfifo(spec)
+    signal.signal(signal.SIGALRM, lambda *_: pytest.fail("reading the FIFO blocked"))
+    signal.alarm(20)
+    try:
+        forget_programs()
+        with pytest.raises(KvdslError, match="not a regular file"):
+            build_program([str(spec)])
+    finally:
+        signal.alarm(0)

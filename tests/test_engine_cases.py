@@ -75,3 +75,22 @@ def test_llamacpp_flash_attention_off_with_a_quantized_k_only_starts(tmp_path):
     assert values[("phi_80", "llamacpp.refusal")] == "" and values[("phi_80", "llamacpp.flash_attention_on")] is False
     assert "-fa off -ctk q8_0" not in values[("phi_80", "launch_command")]
     assert values[("phi_80", "launch_command")].endswith(" -b 256 -fa off")
+
+
+def test_sglang_kv_size_counts_the_indexer(tmp_path):
+    """DeepSeek-V3.2 on SGLang with an FP8 cache: the log's "KV size" is (tokens + page) x 48,068 B, each of the
+    61 layers storing a 656-byte latent (512 FP8 + 4 FP32 scales + 64 BF16 RoPE) and the indexer's 132 bytes."""
+    spec = tmp_path / "nsa.kvspec"
+    spec.write_text(f'import "{ROOT}/specs/models/deepseek_v3_2_exp.kvspec"\nimport "{ROOT}/specs/hardware/h200.kvspec"\n'
+                    'deployment nsa "DeepSeek-V3.2-Exp on 8 x H200, SGLang, FP8 cache" {\n    model = deepseek_v3_2_exp\n'
+                    '    hardware = h200\n    gpus = 8\n    engine = sglang\n    kv_dtype = fp8\n}\n')
+    values = evaluate_paths([str(spec)], [parse_setting("nsa.sglang.kv_cache_tokens=975424 tokens")])[1]
+    v = {cell: value for (block, cell), value in values.items() if block == "nsa"}
+    padded = 975424 + 64
+    assert v["sglang.page_size"] == 64
+    assert v["sglang.kv_bytes"] == padded * 48068 and v["sglang.index_bytes"] == padded * 61 * 132
+    assert v["sglang.k_bytes"] == padded * 61 * 656 and v["sglang.v_bytes"] == 0
+    # the pool is sized at 1 byte a latent element: 61 x (576 + 132) a token
+    assert v["sglang.kv_bytes_per_token_per_gpu"] == 61 * (576 + 132)
+    gib = 1 << 30
+    assert (f"{float(v['sglang.k_bytes'] / gib):.2f}", f"{float(v['sglang.kv_bytes'] / gib):.2f}") == ("36.35", "43.67")

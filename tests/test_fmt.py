@@ -9,7 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cli_helpers import cli
+from cli_helpers import answered, cli
 from click.testing import CliRunner
 from lark import Lark
 
@@ -152,8 +152,9 @@ def test_the_spec_directories_hold_specs():
 
 
 def _eval_json(path):
-    result = cli("eval", "--json", path, code=0)
-    return json.loads(result.output)
+    result = cli("eval", "--json", path)
+    assert answered(result), result.output
+    return json.loads(result.stdout)
 
 
 def test_a_formatted_catalog_and_prelude_evaluate_the_same(tmp_path, monkeypatch):

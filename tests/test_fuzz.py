@@ -46,4 +46,6 @@ def test_internal_errors_and_tracebacks_are_failures():
     case = ("spec", "", {}, ["check"], None)
     assert judge(_Result(3, "internal error: KeyError"), case) == "internal error"
     assert judge(_Result(1, "", ValueError("x")), case).startswith("traceback")
-    assert judge(_Result(1, "error: fine"), case) is None
+    assert judge(_Result(2, "error: no block named `x`"), case) is None  # the command line: no position
+    assert "no position" in judge(_Result(1, "error: `x` is not a number"), case)  # a spec's mistake needs one
+    assert "Python object" in judge(_Result(1, "x.kvspec:1:1: error: not <kvdsl.dims._Zero object at 0x7f12>"), case)

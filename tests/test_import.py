@@ -494,16 +494,18 @@ def test_cli_errors_and_strict(tmp_path):
     assert "not found" in cli("import", tmp_path / "nope.json", code=2).output
 
 
-def test_folder_with_one_broken_config_writes_nothing(tmp_path):
+def test_folder_with_one_broken_config_writes_the_others_and_exits_1(tmp_path):
     folder = tmp_path / "configs"
     folder.mkdir()
     write_config(folder, BASE, "a__Good.json")
     write_config(folder, variant(hidden_size=0), "b__Bad.json")
+    write_config(folder, variant(num_hidden_layers=4), "c__AlsoGood.json")
     out = tmp_path / "out"
     out.mkdir()
     result = cli("import", folder, "-o", out, code=1)
-    assert "`hidden_size` is 0" in result.output
-    assert list(out.iterdir()) == []
+    assert "`hidden_size` is 0" in result.output and f"not imported: {folder / 'b__Bad.json'}" in result.output
+    assert sorted(p.name for p in out.iterdir()) == ["alsogood.kvspec", "good.kvspec"]
+    assert "wrote" in result.output and "Bad" not in "".join(p.read_text() for p in out.iterdir())
     (folder / "b__Bad.json").unlink()
     write_config(folder, BASE, "c__Other.json")
     assert "-o must name an existing directory" in cli("import", folder, "-o", tmp_path / "x.kvspec", code=2).output

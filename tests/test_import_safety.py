@@ -250,10 +250,11 @@ def test_a_folder_given_to_the_library_is_a_usage_error(tmp_path):
         import_config(str(tmp_path))
 
 
-def test_a_hub_id_is_not_fetched():
+def test_a_hub_id_is_not_fetched(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
     output = cli("import", "meta-llama/Llama-3.2-3B", code=2)
-    assert "kvdsl does not fetch models from the Hugging Face Hub" in output
-    assert "download its config.json" in output and "pass that file or DIR" in output
+    assert "nor in the Hugging Face hub cache" in output and "kvdsl does not fetch models" in output
+    assert "download it first" in output and "or pass its config.json" in output
     assert "not found" in cli("import", "meta-llama/nope.json", code=2)
 
 

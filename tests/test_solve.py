@@ -22,6 +22,7 @@ import pytest
 from click.testing import CliRunner
 
 import kvdsl
+from cli_helpers import answered
 from kvdsl.api import build_program, evaluate_paths, parse_setting
 from kvdsl.cli import main
 from kvdsl.solve import solve
@@ -49,7 +50,7 @@ DEPLOYMENTS = _deployments()
 def invoke(*args: str, ok: bool = True):
     result = CliRunner().invoke(main, [str(a) for a in args])
     if ok:
-        assert result.exit_code == 0, result.output
+        assert answered(result), result.output
     return result
 
 

@@ -9,6 +9,7 @@ module fixture `recalculated`).
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import textwrap
 from fractions import Fraction
@@ -28,7 +29,7 @@ from workbook_helpers import (CATALOG, ROOT, cli, compare_numeric, shared_catalo
                               libreoffice, named, recalculate, same_value, set_typed, typed_cell)
 
 SHEETS = ["Plan", "Deployments", "Models", "Hardware", "Workloads", "README", "Summary", "Comparison", "What-if", "Formats",
-          "Engines"]
+          "Engines", "Lists"]
 BLOCK_SHEETS = {"model": "Models", "hardware": "Hardware", "deployment": "Deployments", "format": "Formats", "engine": "Engines",
                 "workload": "Workloads"}
 
@@ -57,6 +58,10 @@ ENGINE_LOG_CHANGES = {
                       ("v20_deepseek_v2_lite_l4x4.pipeline_stages", 1), ("v10_qwen3_8b_rtx4090.vllm.version", 0.19)],
 }
 ALL_ENGINE_LOG_CHANGES = [change for changes in ENGINE_LOG_CHANGES.values() for change in changes]
+
+# the one-deployment workbook: its workload's prompt, typed on its Plan page
+MISTRAL = ROOT / "specs" / "deployments" / "mistral_7b_l4.kvspec"
+PROMPT = [("no_workload.prompt_tokens", 2000)]
 
 REQUIRED = "layers = {layers}\n    heads = 4\n    head_dim = 8\n    params = 1e9\n"
 
@@ -243,6 +248,9 @@ def recalculated(workdir, catalog_xlsx) -> Recalculated:
     sources["engine_logs"] = export(ENGINE_LOGS, workdir / "engine_logs" / "engine_logs.xlsx")
     sources["engine_logs_changed"] = changed_copy(sources["engine_logs"], ALL_ENGINE_LOG_CHANGES,
                                                   workdir / "changed" / "engine_logs_changed.xlsx")
+    (workdir / "mistral").mkdir(exist_ok=True)
+    sources["mistral"] = export(MISTRAL, workdir / "mistral" / "mistral.xlsx")
+    sources["mistral_prompt"] = changed_copy(sources["mistral"], PROMPT, workdir / "changed" / "mistral_prompt.xlsx")
     for key in SPECS:
         if key.startswith("clash_"):
             continue
@@ -280,6 +288,32 @@ def test_changed_inputs_recalculate_to_eval_with_set(recalculated, key, spec, ch
     assert not bad, f"--set {settings}: {len(bad)} of {count} cells differ, e.g. {bad[:15]}"
     assert count > least
     assert error_cells(wb) == []
+
+
+@libreoffice
+def test_the_prompt_typed_on_the_plan_moves_speed_and_cost_as_eval_set_does(recalculated, workdir):
+    """The workload's prompt tokens, typed on the Plan page: TTFT, TPOT and both costs follow, in LibreOffice and
+    in the `formulas` package, equal to `eval --set`."""
+    wb = openpyxl.load_workbook(workdir / "mistral" / "mistral.xlsx")
+    typed, _ = typed_cell(wb, PROMPT[0][0])
+    assert typed.parent.title == "Plan"
+    before = eval_json(MISTRAL)["mistral_7b_l4"]["cells"]
+    after = eval_json(MISTRAL, [f"{name}={value}" for name, value in PROMPT])
+    count, bad = compare_numeric(recalculated["mistral_prompt"], after)
+    assert not bad and count > 500, bad[:10]
+    engines = [recalculated["mistral_prompt"]]
+    if importlib.util.find_spec("formulas"):
+        from second_engine import SecondEngine
+
+        book = SecondEngine(wb)
+        book.set(f"'Plan'!{typed.coordinate}", PROMPT[0][1])
+        engines.append(book)
+    for cell in ("ttft_seconds", "tpot_seconds", "cost_per_million_tokens", "cost_per_million_output_tokens"):
+        want = after["mistral_7b_l4"]["cells"][cell]["value"]
+        assert want != before[cell]["value"], cell
+        for engine in engines:
+            assert same_value(want, named(engine, f"mistral_7b_l4.{cell}") if engine is engines[0]
+                              else engine.named(f"mistral_7b_l4.{cell}")), cell
 
 
 @libreoffice
@@ -377,7 +411,8 @@ def test_results_are_formulas_and_inputs_are_not(catalog_wb, catalog_program):
                 assert target.value == f"={rc.scope}.{rc.local_name}", where
             elif rc.form == "input":
                 if typed is not target:  # typed on the Plan sheet, or beside the named cell, in human units
-                    assert typed.parent.title == ("Plan" if info.kind == "deployment" else BLOCK_SHEETS[info.kind]), where
+                    assert typed.parent.title in ("Plan", BLOCK_SHEETS[info.kind]), where
+                    assert typed.parent.title == "Plan" or info.kind != "deployment", where
                     assert target.data_type == "f", where
                     target = typed
                     value = value / factor if factor != 1 else value
@@ -407,7 +442,8 @@ def test_each_deployment_input_is_typed_in_one_place(catalog_wb, catalog_program
             cell_on_plan, factor = typed_cell(catalog_wb, f"{d}.{cell}")
             assert cell_on_plan.parent.title == "Plan", (d, cell)
             assert destination(catalog_wb, f"{d}.{cell}").parent.title == "Deployments"
-            assert factor == (2**30 if cell == "reserve_bytes" else 1), (d, cell)
+            want = 2**30 if cell == "reserve_bytes" else 1
+            assert factor == want or isinstance(factor, dict) and cell in ("model", "hardware"), (d, cell)
             typed.setdefault(cell_on_plan.coordinate, []).append((d, cell))
     assert all(len(v) == 1 for v in typed.values())  # no Plan cell is shared
     # utilization is a percentage, reserve in GiB
@@ -450,9 +486,9 @@ def _list_validations(ws) -> dict:
 
 def test_drop_downs(catalog_wb, catalog_program):
     program, _ = catalog_program
-    wanted = {("model", "kv_dtype"): "=all_formats_ids", ("deployment", "model"): "=all_models_ids",
-              ("deployment", "hardware"): "=all_hardware_ids", ("deployment", "kv_dtype"): "=all_formats_ids",
-              ("deployment", "engine"): "=all_engines_ids"}
+    wanted = {("model", "kv_dtype"): "=all_formats_names", ("deployment", "model"): "=all_models_names",
+              ("deployment", "hardware"): "=all_hardware_names", ("deployment", "kv_dtype"): "=all_formats_names",
+              ("deployment", "engine"): "=all_engines_names"}
     for (kind, cell), formula in wanted.items():
         blocks = [b.name for b in program.user_blocks() if b.kind == kind]
         assert blocks
@@ -589,7 +625,7 @@ def test_comparison_seed_figures(recalculated):
     assert qwen[1] == "GQA"
     assert qwen[2] == 73728
     assert qwen[3] == pytest.approx(4.0, rel=1e-12)
-    assert qwen[4] == 32768 and qwen[5] == "fp16"
+    assert qwen[4] == 32768 and qwen[5] == "FP16"  # the format's name, not its id
     assert qwen[6] == pytest.approx(4.5, rel=1e-12)
     assert f"{qwen[6]:.2f} GiB" == "4.50 GiB"
     assert len(rows) == 37
@@ -746,7 +782,7 @@ def test_summary_shows_each_deployments_engine_figures(recalculated):
     blocks = eval_json(ENGINE_LOGS)
     row = rows[blocks[block]["title"]]
     cells = blocks[block]["cells"]
-    assert row["engine"] == "vllm"
+    assert row["engine"] == "vLLM"  # the engine's name, not its id
     assert row["engine KV tokens"] == cells["engine_kv_cache_tokens"]["value"] == 973760
     assert row["engine blocks"] == 7162
     assert same_value(cells["engine_max_concurrency"]["value"], row["engine concurrency"])

@@ -139,12 +139,18 @@ def test_model_inputs_are_validated_from_their_requirements(catalog, program):
 
 
 def test_titles_are_formulas_over_the_drop_downs(catalog, program):
+    prog, _ = program
     for d in deployments(program):
         title = catalog["Deployments"].cell(destination(catalog, f"{d}.model").row, 2).value
-        assert title.startswith("=INDEX(all_models_titles, MATCH(" + f"{d}.model"), title
-        assert f"{d}.gpus" in title and "all_hardware_titles" in title
+        # the spec's title while the inputs hold their values, else the title they give
+        assert title.startswith(f'=IF(AND({d}.model="'), title
+        assert f'"{prog.blocks[d].title}", INDEX(all_models_names, MATCH({d}.model, all_models_ids, 0))' in title
+        assert f"{d}.gpus" in title and "all_hardware_names" in title
     models = [b for b in program[0].user_blocks() if b.kind == "model"]
     assert catalog.defined_names["all_models_titles"].attr_text == f"'Models'!$B$3:$B${2 + len(models)}"
+    assert catalog.defined_names["all_models_names"].attr_text.startswith("'Lists'!$")
+    workload = catalog["Workloads"].cell(destination(catalog, "chat_workload.users").row, 2).value
+    assert workload.startswith("=IF(AND(chat_workload.prompt_tokens=1000, ") and '"Chat: "&chat_workload.in_words' in workload
 
 
 def test_results_that_cannot_hold_are_highlighted(catalog, program):
@@ -167,40 +173,53 @@ def test_results_that_cannot_hold_are_highlighted(catalog, program):
 def test_intermediate_and_engine_columns_are_grouped_and_hidden(catalog, program):
     ws = catalog["Deployments"]
     d = deployments(program)[0]
-    for cell, hidden in (("max_batch", False), ("cost_per_month", False), ("paged_context", True),
-                         ("vllm.num_blocks", True)):
+    for cell, hidden in (("max_batch", False), ("paged_context", True), ("vllm.num_blocks", True)):
         letter = destination(catalog, f"{d}.{cell}").column_letter
         assert bool(ws.column_dimensions[letter].hidden) == hidden, cell
+    for cell in ("cost_per_month", "memory_per_gpu", "model"):  # shown in its twin (n/a, GiB, a name) on its left
+        named = destination(catalog, f"{d}.{cell}")
+        twin = ws.cell(named.row, named.column - 1)
+        assert ws.column_dimensions[named.column_letter].hidden and not ws.column_dimensions[twin.column_letter].hidden
+        assert named.coordinate in twin.value, (cell, twin.value)
     visible = [c for c in ws[1] if not ws.column_dimensions[c.column_letter].hidden]
     assert len(visible) <= 40
 
 
-def test_print_setup(catalog):
+def test_print_setup(catalog, program):
+    from kvdsl.excel.styles import BLOCK_SCALE, MIN_PRINTED_PT
+
     for ws in catalog.worksheets:
         assert ws.page_setup.orientation == "landscape", ws.title
-        assert ws.page_setup.fitToWidth == 1 and ws.page_setup.fitToHeight == (ws.title == "README"), ws.title
-        assert ws.sheet_properties.pageSetUpPr.fitToPage, ws.title
-    assert catalog["Deployments"].print_title_rows == "$1:$2"
+        if ws.title == "README":  # one page
+            assert ws.page_setup.fitToWidth == ws.page_setup.fitToHeight == 1 and ws.sheet_properties.pageSetUpPr.fitToPage
+            continue
+        assert not ws.sheet_properties.pageSetUpPr.fitToPage, ws.title
+        scale = ws.page_setup.scale
+        assert scale == BLOCK_SCALE or ws.title == "Plan", ws.title
+        smallest = min(c.font.sz or 11 for row in ws.iter_rows() for c in row if c.value is not None)
+        assert smallest * scale / 100 >= MIN_PRINTED_PT, (ws.title, smallest, scale)
+    assert catalog["Deployments"].print_title_rows == "$1:$2" and catalog["Deployments"].print_title_cols == "$A:$B"
     breaks = [b.id for b in catalog["Plan"].row_breaks.brk]
-    assert len(breaks) == 1 + len([c for c in catalog["Plan"]["A"] if c.hyperlink])
+    assert len(breaks) == 1 + len(deployments(program))
+    assert catalog["Plan"].print_area == f"'Plan'!$A$1:$G${breaks[-1]}"  # the contents page first
 
 
 def test_plan_contents_link_to_each_section(catalog, program):
     ws = catalog["Plan"]
-    links = [c for c in ws["A"] if c.hyperlink]
+    links = [c for c in ws["A"] if c.hyperlink and c.row < 4 + len(deployments(program))]
     assert len(links) == len(deployments(program))
     for link in links:
         row = int(link.hyperlink.location.rsplit("A", 1)[1]) if link.hyperlink.location else \
             int(link.hyperlink.target.rsplit("A", 1)[1])
         assert link.value == f"=A{row}"
-        assert ws.cell(row, 1).value.startswith("=INDEX(all_models_titles")
+        assert ws.cell(row, 1).value.startswith("='Deployments'!$B$")
 
 
 def test_small_spec_has_one_section(tmp_path):
     wb = openpyxl.load_workbook(export(MISTRAL, tmp_path / "m.xlsx"))
     ws = wb["Plan"]
     assert len([c for c in ws["A"] if c.hyperlink]) == 1
-    assert len(ws._charts) == 1 and len(ws._charts[0].series) == 4
+    assert len(ws._charts) == 1 and len(ws._charts[0].series) == 5
 
 
 HARDWARE_UNITS = {"memory": (2**30, "GiB"), "cuda_memory": (2**30, "GiB"), "bandwidth": (10**9, "GB/s"),
@@ -250,7 +269,7 @@ def test_plan_price_reads_the_hourly_price(catalog, program):
 def test_model_counts_have_separators_and_bytes_a_gib_column(catalog, program):
     prog, _ = program
     for cell in ("params", "layers", "hidden_size", "kv_elements_per_token"):
-        assert destination(catalog, f"qwen3_8b.{cell}").number_format == "#,##0", cell
+        assert destination(catalog, f"qwen3_8b.{cell}").number_format.startswith("#,##0"), cell
     weights = destination(catalog, "qwen3_8b.weights_bytes")
     beside = weights.parent.cell(weights.row, weights.column - 1)
     assert beside.value == f"={weights.coordinate}/{2**30}" and "GiB" in beside.number_format

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from cli_helpers import answered
 from kvdsl.cli import main
 from kvdsl.excel.names import excel_name
 
@@ -89,7 +90,7 @@ def eval_json(paths, settings=()) -> dict:
     for s in settings:
         args += ["--set", s]
     result = cli(*args)
-    assert result.exit_code == 0, (result.output, result.exception)
+    assert answered(result), (result.output, result.exception)
     return json.loads(result.stdout)["blocks"]
 
 
@@ -165,6 +166,16 @@ PLAN_REFERENCE = re.compile(r"^='(?P<sheet>[^']+)'!\$(?P<col>[A-Z]+)\$(?P<row>\d
 BESIDE_REFERENCE = re.compile(r"^=(?P<col>[A-Z]+)(?P<row>\d+)(?:\*(?P<factor>\d+)|/(?P<divisor>\d+))$")
 
 
+# a block named by its name, typed on the Plan sheet or beside the named cell, turned back into its id
+NAME_REFERENCE = re.compile(r"^=INDEX\((?P<ids>all_\w+_ids), MATCH\((?:'(?P<sheet>[^']+)'!)?\$?(?P<col>[A-Z]+)\$?(?P<row>\d+), "
+                            r"(?P<names>all_\w+_names), 0\)\)$")
+
+
+def _range_values(wb, name: str) -> list:
+    (sheet, ref), = wb.defined_names[name].destinations
+    return [c.value for row in wb[sheet][ref.replace("$", "")] for c in row]
+
+
 def typed_cell(wb, name: str):
     """(the cell a reader types `name` into, the factor to base units).
 
@@ -175,6 +186,11 @@ def typed_cell(wb, name: str):
     where its name points, in base units.
     """
     target = destination(wb, name)
+    match = NAME_REFERENCE.match(str(target.value)) if target.data_type == "f" else None
+    if match is not None:  # the factor: each id's name
+        names = dict(zip(_range_values(wb, match["ids"]), _range_values(wb, match["names"])))
+        sheet = wb[match["sheet"]] if match["sheet"] else target.parent
+        return sheet[f"{match['col']}{match['row']}"], names
     match = PLAN_REFERENCE.match(str(target.value)) if target.data_type == "f" else None
     if match is not None:
         factor = Fraction(1, int(match["divisor"])) if match["divisor"] else int(match["factor"] or 1)
@@ -186,10 +202,17 @@ def typed_cell(wb, name: str):
     return target, 1
 
 
+def typed_value(value, factor):
+    """`value` (base units, or a block's id) as a reader types it in a cell of `typed_cell`'s `factor`."""
+    if isinstance(factor, dict):
+        return factor[value]
+    return value if factor == 1 or isinstance(value, (str, bool)) else float(Fraction(value) / factor)
+
+
 def set_typed(wb, name: str, value) -> None:
-    """Type `value` (base units) where a reader types `name`, converted to that cell's unit."""
+    """Type `value` (base units, or a block's id) where a reader types `name`, converted to that cell's unit."""
     cell, factor = typed_cell(wb, name)
-    cell.value = value if factor == 1 or isinstance(value, (str, bool)) else float(Fraction(value) / factor)
+    cell.value = typed_value(value, factor)
 
 
 def named(wb, name: str):

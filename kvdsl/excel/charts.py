@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from math import ceil
 
-from .cells import WHAT_IF_CONTEXTS, column_letter, text_cell
+from .cells import WHAT_IF_CONTEXTS, column_letter
 
 SERIES_PER_CHART = 5
 CHART_WIDTH_CM = 22.0
@@ -43,6 +43,7 @@ VALUE_WIDTH = 11  # a deployment's column in the What-if table (its title wraps)
 DEFAULT_COLORS = ("4472C4", "ED7D31", "70AD47", "A5A5A5", "FFC000", "5B9BD5")
 CONTEXT_SLOT = "$WHATIF_CONTEXT$"  # no defined name holds `$`: a formula printed once per deployment, then each row's context cell put in
 INPUT_FILL = "FFF2CC"
+CHART_TEXT_PT = 11  # axis labels and legends, like the cells
 
 
 def groups(count: int, size: int = SERIES_PER_CHART) -> list:
@@ -69,7 +70,8 @@ def what_if_sheet(writer, wb) -> None:
     ws.cell(1, 1, "context").font = Font(bold=True)
     deployments = writer.layout.blocks["deployment"]
     for j, name in enumerate(deployments, start=2):
-        title = text_cell(ws.cell(1, j), writer.program.blocks[name].title)
+        title = ws.cell(1, j, "=" + writer.title_cell(name))
+        writer.formulas += 1
         title.font = Font(bold=True)
         title.alignment = Alignment(wrap_text=True, vertical="top", horizontal="center")
         ws.column_dimensions[column_letter(j)].width = VALUE_WIDTH
@@ -96,11 +98,6 @@ def what_if_sheet(writer, wb) -> None:
     ws.column_dimensions["A"].width = 16
     ws.freeze_panes = "B2"
     _what_if_charts(ws, len(deployments), len(WHAT_IF_CONTEXTS))
-    ws.page_setup.orientation = "landscape"
-    ws.page_setup.fitToWidth = 1
-    ws.page_setup.fitToHeight = 0
-    ws.sheet_properties.pageSetUpPr.fitToPage = True
-    ws.print_title_rows = "1:1"
 
 
 def _what_if_charts(ws, deployments: int, contexts: int) -> None:
@@ -218,6 +215,22 @@ def _show_axes(chart) -> None:
     # openpyxl 3.1 writes <c:delete val="1"/> on axes unless told otherwise: Excel then draws none
     chart.x_axis.delete = False
     chart.y_axis.delete = False
+    text_size(chart)
+
+
+def text_size(chart, points: int = CHART_TEXT_PT) -> None:
+    """Axis labels and legend in `points` (LibreOffice's default is 10 pt; printed smaller, it gets hard to read)."""
+    from openpyxl.chart.text import RichText
+    from openpyxl.drawing.text import CharacterProperties, Paragraph, ParagraphProperties
+
+    def text():
+        size = CharacterProperties(sz=points * 100)
+        return RichText(p=[Paragraph(pPr=ParagraphProperties(defRPr=size), endParaRPr=size)])
+
+    chart.x_axis.txPr = text()
+    chart.y_axis.txPr = text()
+    if chart.legend is not None:
+        chart.legend.txPr = text()
 
 
 __all__ = ["what_if_sheet", "max_batch_at_context", "memory_bar_chart", "line_chart", "groups", "SERIES_PER_CHART"]

@@ -9,35 +9,42 @@ from __future__ import annotations
 
 from ..labels import describe
 from .cells import SHEETS, column_letter
+from .lists import list_validation
 from .names import ids_name
 from .validation import Bounds, bounds, data_validation, example_text, human_unit, yes_no_validation
 
 
 def sheet_validations(writer, wb) -> None:
-    """A drop-down on every cell that names a block: the blocks of that kind."""
-    from openpyxl.worksheet.datavalidation import DataValidation
-
+    """A drop-down of names on every cell a reader types that names a block; the number checks."""
     for kind, names in writer.layout.blocks.items():
         ws = wb[SHEETS[kind]]
-        per_kind: dict[str, DataValidation] = {}
+        per_kind: dict = {}
         for name in names:
             for cell in writer.program.blocks[name].cells:
-                rc = writer.program.cells[(name, cell)]
-                if rc.form != "ref" or (writer.plan is not None and (name, cell) in writer.plan.inputs):
+                key = (name, cell)
+                rc = writer.program.cells[key]
+                if rc.form != "ref" or (writer.plan is not None and key in writer.plan.inputs):
                     continue
                 target_kind = writer.program.blocks[rc.ref_target].kind
                 if target_kind not in writer.layout.blocks:
                     continue
-                dv = per_kind.get(target_kind)
-                if dv is None:
-                    dv = DataValidation(type="list", formula1=f"={ids_name(target_kind)}", allow_blank=False,
-                                        showErrorMessage=True, errorTitle="Not in the catalog",
-                                        error=f"Choose one of the {SHEETS[target_kind]} rows.")
-                    per_kind[target_kind] = dv
-                    ws.add_data_validation(dv)
-                letter = column_letter(writer.layout.columns[kind][cell])
-                dv.add(f"{letter}{writer.layout.rows[name]}")
+                # typed as a name in the twin column; in a hidden column (an engine's setting), as an id
+                by_name = writer.human_input(key)
+                if (target_kind, by_name) not in per_kind:
+                    per_kind[(target_kind, by_name)] = (list_validation(writer, target_kind, describe(rc)[0]) if by_name
+                                                        else id_validation(target_kind))
+                    ws.add_data_validation(per_kind[(target_kind, by_name)])
+                column = writer.human[kind][cell].column if by_name else writer.layout.columns[kind][cell]
+                per_kind[(target_kind, by_name)].add(f"{column_letter(column)}{writer.layout.rows[name]}")
         _number_validations(writer, ws, kind, names)
+
+
+def id_validation(kind: str):
+    """A drop-down of a kind's ids, for a reference typed in a column of ids."""
+    from openpyxl.worksheet.datavalidation import DataValidation
+
+    return DataValidation(type="list", formula1=f"={ids_name(kind)}", allow_blank=False, showErrorMessage=True,
+                          errorTitle="Not in the catalog", error=f"Choose one of the {SHEETS[kind]} rows.")
 
 
 def _number_validations(writer, ws, kind: str, names: list) -> None:
@@ -57,7 +64,7 @@ def _number_validations(writer, ws, kind: str, names: list) -> None:
             rule = bounds(writer.program, key) or Bounds()
             column = writer.layout.columns[kind][cell]
             if writer.human_input(key):
-                column, unit = writer.human[kind][cell]
+                column, unit = writer.human[kind][cell].column, writer.human[kind][cell].unit
             else:
                 unit = human_unit(rc.dim, rule)
                 if unit.factor != 1:  # typed in base units on this sheet

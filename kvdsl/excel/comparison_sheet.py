@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .cells import text_cell
 from .names import cell_name
+from .lists import name_of
 from .validation import GIB
 
 
@@ -26,10 +27,12 @@ def comparison_sheet(writer, wb) -> None:
         ws.cell(i, 4).number_format = '0.0"x"'
         ws.cell(i, 5).value = f"={n('context')}"
         ws.cell(i, 5).number_format = '#,##0" tokens"'
-        ws.cell(i, 6).value = f"={n('kv_dtype')}"
+        rc = writer.program.cells[(name, "kv_dtype")]
+        kind = writer.program.blocks[rc.ref_target].kind if rc.form == "ref" else None
+        ws.cell(i, 6).value = f"={name_of(kind, n('kv_dtype'))}" if kind in writer.choices else f"={n('kv_dtype')}"
         ws.cell(i, 7).value = f"={n('kv_bytes_per_sequence')}/{GIB}"
         ws.cell(i, 7).number_format = '0.00" GiB"'
         writer.formulas += 6
     ws.freeze_panes = "B2"
-    for col, width in zip("ABCDEFG", (24, 30, 12, 9, 16, 11, 20)):
+    for col, width in zip("ABCDEFG", (34, 30, 12, 9, 16, 14, 20)):
         ws.column_dimensions[col].width = width

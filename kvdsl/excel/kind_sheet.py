@@ -4,8 +4,10 @@ column per cell.
 Row 1 holds each cell's label (its description as the note), row 2 its
 name and unit; every formula cell has a note with the file, line and rule
 it comes from.  Columns are as wide as their values once formatted; the
-columns `layout.py` groups are hidden.  A deployment's title follows its
-drop-downs.
+columns `layout.py` groups are hidden.  A deployment's or workload's title
+is a formula over its inputs.  Column A (the ids) and row 2 are for
+formulas: grouped and hidden, a click on `+` away, so a printed page shows
+titles, labels and figures.
 """
 
 from __future__ import annotations
@@ -27,65 +29,89 @@ def kind_sheet(writer, wb, kind: str) -> None:
 
     ws = wb.create_sheet(SHEETS[kind])
     columns = writer.layout.columns[kind]
-    widths = {col: 10 for col in columns.values()}
-    ws.cell(1, 1, "Name").font = Font(bold=True)
+    twins = writer.human.get(kind, {})
+    widths: dict = {}
+    ws.cell(1, 1, "Id (in formulas)").font = Font(bold=True)
     ws.cell(1, 2, "Title").font = Font(bold=True)
     headers: dict = {}
     for name in writer.layout.blocks[kind]:
         info = writer.program.blocks[name]
         row = writer.layout.rows[name]
         text_cell(ws.cell(row, 1), name)
-        if kind == "deployment":
-            ws.cell(row, 2).value = writer.title_formula(name)
-            ws.cell(row, 2).comment = Comment(f"Follows the model, GPU count and hardware. As written: {info.title}",
-                                              "kvdsl", width=300, height=70)
+        title = ws.cell(row, 2)
+        if kind in ("deployment", "workload"):
+            title.value = writer.title_formula(name)
+            title.comment = Comment(f"Follows the inputs it describes. As written: {info.title}",
+                                    "kvdsl", width=300, height=70)
             writer.formulas += 1
         else:
-            text_cell(ws.cell(row, 2), info.title)
+            text_cell(title, info.title)
+        title.alignment = Alignment(wrap_text=True, vertical="top")
         for cell in info.cells:
             key = (name, cell)
             col = columns[cell]
             target = ws.cell(row, col)
             sheet_value(writer, target, key)
             rc = writer.program.cells[key]
-            if cell in writer.human.get(kind, {}):
+            if cell in twins:
                 shown = human_cell(writer, ws, row, key, target)
-                widths[shown.column] = max(widths.get(shown.column, 10),
-                                           _display_width(human_value(writer, key), shown.number_format))
+                _widen(widths, shown.column, display_width(human_value(writer, key), shown.number_format))
             if cell not in headers or (not describe(headers[cell])[1] and describe(rc)[1]):
                 headers[cell] = rc  # the first definition with a description
             if target.data_type == "f" and target.comment is None:
                 note = f"{rc.span.path}:{rc.span.line}\n{rc.cell.source}"
                 target.comment = Comment(note, "kvdsl", width=420, height=110)
-            widths[col] = max(widths[col], _display_width(writer.values.get(key), target.number_format))
+            _widen(widths, col, display_width(writer.values.get(key), target.number_format))
     for cell, rc in headers.items():
         _header(writer, ws, columns[cell], cell, rc)
-        if cell in writer.human.get(kind, {}):
-            col, unit = writer.human[kind][cell]
-            _header(writer, ws, col, cell, rc, unit.unit)
-            widths[col] = max(widths.get(col, 10), 0.8 * len(str(ws.cell(2, col).value)) + 1)
-        widths[columns[cell]] = max(widths[columns[cell]], 0.8 * len(str(ws.cell(2, columns[cell]).value)) + 1)
-    ws.cell(2, 1, "cell · unit").font = Font(italic=True, size=8, color="666666")
-    ws.cell(1, 1).alignment = ws.cell(1, 2).alignment = Alignment(vertical="top")
-    ws.row_dimensions[1].height = 45
+        if cell in twins:
+            _header(writer, ws, twins[cell].column, cell, rc, twins[cell].unit.unit or "name" * bool(twins[cell].names))
+    ws.cell(2, 1, "cell · unit").font = Font(italic=True, size=SMALL, color="666666")
+    ws.cell(1, 1).alignment = ws.cell(1, 2).alignment = Alignment(vertical="top", wrap_text=True)
     ws.freeze_panes = ws.cell(HEADER_ROWS + 1, FIRST_COLUMN)
-    ws.column_dimensions["A"].width = max(12, min(40, 2 + max(len(n) for n in writer.layout.blocks[kind])))
-    ws.column_dimensions["B"].width = max(12, min(60, 2 + max(len(writer.program.blocks[n].title)
-                                                             for n in writer.layout.blocks[kind])))
+    ws.column_dimensions["A"].width = max(12, min(28, 2 + max(len(n) for n in writer.layout.blocks[kind])))
+    ws.column_dimensions["B"].width = TITLE_WIDTH
+    hidden = writer.hidden.get(kind, {})
     for cell, col in columns.items():
-        dim = ws.column_dimensions[column_letter(col)]
-        dim.width = min(widths[col], 40)
-        level = writer.hidden.get(kind, {}).get(cell)
-        if cell in writer.human.get(kind, {}):
-            shown = ws.column_dimensions[column_letter(writer.human[kind][cell][0])]
-            shown.width = min(widths[writer.human[kind][cell][0]], 40)
-            if level:
-                shown.outlineLevel, shown.hidden = level, True
-        if level:
-            dim.outlineLevel = level
-            dim.hidden = True
-    if writer.hidden.get(kind):
-        ws.sheet_properties.outlinePr.summaryRight = False
+        shown = [col] + ([twins[cell].column] if cell in twins else [])
+        for c in shown:
+            dim = ws.column_dimensions[column_letter(c)]
+            dim.width = min(max(widths.get(c, 0), header_width(ws.cell(1, c).value)), MAX_WIDTH)
+        if hidden.get(cell):
+            dim = ws.column_dimensions[column_letter(col)]
+            dim.outlineLevel, dim.hidden = hidden[cell], True
+    ws.row_dimensions[1].height = 15 * max(2, max(_lines(ws.cell(1, c).value, ws.column_dimensions[column_letter(c)].width)
+                                                  for c in range(1, ws.max_column + 1)
+                                                  if not ws.column_dimensions[column_letter(c)].hidden))
+    # the ids and the cells' names and units are for formulas: grouped, a click away (the `+` buttons)
+    ws.column_dimensions["A"].outlineLevel, ws.column_dimensions["A"].hidden = 1, True
+    ws.row_dimensions[2].outlineLevel, ws.row_dimensions[2].hidden = 1, True
+    ws.sheet_properties.outlinePr.summaryRight = False
+    ws.sheet_properties.outlinePr.summaryBelow = False
+
+
+TITLE_WIDTH = 36  # column B: a block's title, wrapped
+MAX_WIDTH = 40
+SMALL = 10  # the small print of row 2 (cell name and unit): 8 pt on paper at the block sheets' 80 %
+
+
+def _widen(widths: dict, col: int, width: float) -> None:
+    widths[col] = max(widths.get(col, 0), width)
+
+
+def header_width(label) -> float:
+    """The width a column's header needs: the longest word of its label (it wraps)."""
+    words = max((len(w) for w in str(label or "").split()), default=0)
+    return max(10, words * 1.25 + 2)
+
+
+def _lines(text, width) -> int:
+    """How many lines a wrapped label takes in a column of `width`."""
+    import math
+
+    if not text:
+        return 1
+    return max(1, math.ceil(len(str(text)) * 1.25 / max(1.0, (width or 10) - 1)))
 
 
 def _header(writer, ws, col: int, cell: str, rc, shown_unit: str = "") -> None:
@@ -108,24 +134,26 @@ def _header(writer, ws, col: int, cell: str, rc, shown_unit: str = "") -> None:
     if shown_unit:
         unit = f"in {shown_unit}"
     small = ws.cell(2, col, f"{cell} · {unit}" if unit else cell)
-    small.font = Font(italic=True, size=8, color="666666")
+    small.font = Font(italic=True, size=SMALL, color="666666")
     head.comment = Comment(f"{description}\n({cell})".strip(), "kvdsl", width=300, height=80)
 
 
-def _display_width(value, number_format: str) -> float:
-    """The column width a value needs once formatted (digits, separators and the unit suffix)."""
+def display_width(value, number_format: str) -> float:
+    """The column width a value needs once formatted (digits, separators and the unit), with room for
+    fonts wider than the workbook's Calibri (LibreOffice may print in DejaVu)."""
     if value is None:
         return 10
     if isinstance(value, bool):
         return 6
     if isinstance(value, str):
-        return len(value) + 2
-    suffix = re.findall(r'"([^"]*)"', number_format.split(";")[-1])
+        return len(value) * 1.2 + 2
+    sections = number_format.split(";")
+    suffix = re.findall(r'"([^"]*)"', sections[-1] if sections[-1] else sections[0])
     number = float(value)
     if number >= 1e299:
         return 12
-    decimals = 0 if "." not in number_format and number_format != "General" else 4
+    decimals = len(sections[-1].split(".")[1].split('"')[0]) if "." in sections[-1] else (4 if number_format == "General" else 0)
     if number_format.endswith("%"):
         number, decimals = number * 100, 0
     text = f"{number:,.{decimals}f}" if abs(number) < 1e15 else f"{number:.4E}"
-    return len(text) + sum(len(x) for x in suffix) + 3
+    return (len(text) + sum(len(x) for x in suffix)) * 1.2 + 3

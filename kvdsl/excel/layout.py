@@ -3,17 +3,26 @@
 Row 1 holds the cell's label, row 2 its name and unit; columns A and B the
 block name and title.  The columns a reader needs come first; a deployment's
 intermediate cells, and the cells of the engines it runs, are grouped and
-hidden after them.  Memory, rates and prices get a human-unit column (GiB,
-GB/s, USD/h) beside their base-unit one.
+hidden after them.
+
+A column a reader sees shows its figures as a reader reads them: memory,
+rates and prices in GiB, GB/s, TFLOP/s and USD/h, a block named by a cell as
+its name (`Qwen3-8B`, not `qwen3_8b`), a figure that may not apply as
+"n/a".  Such a column is a twin, just left of the named column it shows;
+the named column, in base units (or the id), is grouped and hidden beside
+it.  A figure a block types is typed in the twin, and the named column
+converts it.
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field
+from typing import Optional
 
 from ..errors import ExportError
 from ..graph import Program
-from .validation import sheet_unit
+from .validation import HumanUnit, number_format, sheet_unit
 
 HEADER_ROWS = 2
 FIRST_COLUMN = 3  # A: block name, B: title
@@ -27,9 +36,6 @@ DEPLOYMENT_COLUMNS = (
     "output_tokens_per_second", "users_served", "meets_targets", "cost_per_month", "cost_per_million_output_tokens",
     "bound", "engine_kv_cache_tokens", "engine_max_concurrency",
 )
-# kinds whose sheet shows memory, bandwidth, compute and price in human units
-# (GiB, GB/s, TFLOP/s, USD/h) in a column beside each base-unit column
-HUMAN_UNIT_KINDS = ("model", "hardware")
 # a model's figures a reader compares; its other cells are grouped and hidden
 MODEL_COLUMNS = ("params", "active_params", "layers", "heads", "kv_heads", "head_dim", "hidden_size", "experts",
                  "experts_per_token", "window", "context", "kv_dtype", "weight_dtype", "scheme", "kv_elements_per_token",
@@ -84,24 +90,77 @@ def order_columns(layout: Layout, kind: str) -> dict:
     return {cell: rank(cell)[0] - 1 for cell in ordered if rank(cell)[0] >= 2}
 
 
-def human_columns(program: Program, values: dict, layout: Layout, kind: str) -> dict:
-    """Give each memory, rate and price column a human-unit column on its left: {cell: (column, unit)}.
+@dataclass(frozen=True)
+class Twin:
+    """The column just left of a named column that shows it to a reader."""
 
-    Where a block types the figure, the reader types it in the human
-    column (yellow) and the named base-unit column converts it
-    (`=E3*1073741824`); elsewhere the human column shows the base value
-    converted (`=F3/1073741824`).
-    """
-    units = {}
+    column: int
+    unit: HumanUnit  # GiB, GB/s, ... (factor 1 for names and for figures shown as they are)
+    names: Optional[str] = None  # a reference cell: the kind whose names it shows
+    na: bool = False  # the figure may not apply (`none`): shown as "n/a"
+
+
+def twin_columns(program: Program, values: dict, layout: Layout, kind: str, hidden: dict, choices: dict) -> dict:
+    """Give each column a reader sees a twin on its left when it shows memory, a rate or a price in base
+    units, names a block by its id, or may not apply; {cell: Twin}.  The named columns with a twin join
+    the hidden ones (`hidden` is updated)."""
+    twins: dict = {}
     for name in layout.blocks[kind]:
         for cell in program.blocks[name].cells:
-            unit = sheet_unit(program.cells[(name, cell)].dim)
-            if unit is not None and not isinstance(values.get((name, cell)), (bool, str)):
-                units.setdefault(cell, unit)
-    columns, human, shift = layout.columns[kind], {}, 0
+            if hidden.get(cell) or cell in twins:
+                continue
+            key = (name, cell)
+            rc, value = program.cells[key], values.get(key)
+            unit = sheet_unit(rc.dim) if not isinstance(value, (bool, str)) else None
+            target = program.blocks[rc.ref_target].kind if rc.form == "ref" else None
+            names = target if target in choices else None
+            na = may_be_na(program, key)
+            if unit is not None or names or na:
+                twins[cell] = (unit or HumanUnit(1, number_format(rc.dim, value), ""), names, na)
+    for cell in twins:
+        for name in layout.blocks[kind]:
+            if (name, cell) in program.cells and may_be_na(program, (name, cell)):
+                twins[cell] = twins[cell][:2] + (True,)
+    columns, out, shift = layout.columns[kind], {}, 0
     for cell in list(columns):
-        if cell in units:
-            human[cell] = (columns[cell] + shift, units[cell])
+        if cell in twins:
+            out[cell] = Twin(columns[cell] + shift, *twins[cell])
             shift += 1
+            hidden[cell] = 1
         columns[cell] += shift
-    return human
+    return out
+
+
+def may_be_na(program: Program, key) -> bool:
+    """Whether a cell's value may be `none` (not applicable): its rule, or a rule it reads, says `none`."""
+    from .. import model as m
+
+    found = _NA.setdefault(program, {})
+    todo, order = [key], []
+    while todo:
+        k = todo.pop()
+        if k in found or k in order:
+            continue
+        order.append(k)
+        todo.extend(program.dependencies(k) if program.cells[k].form == "rule" else ())
+    for k in reversed(order):
+        if k in found:
+            continue
+        rc = program.cells[k]
+        own = rc.form == "rule" and any(isinstance(node, m.NoneValue) for node in _nodes(rc.expr))
+        found[k] = own or any(found.get(d, False) for d in (program.dependencies(k) if rc.form == "rule" else ()))
+    return found[key]
+
+
+def _nodes(expr):
+    from .. import model as m
+
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        yield node
+        if isinstance(node, m._Node):
+            todo.extend(node.children())
+
+
+_NA: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # program -> key -> may be none

@@ -2,7 +2,8 @@
 
 Every cell has a workbook-scoped name `block.cell`, every column of a kind's
 sheet a name `all_models.cell` (the range of that column), the block names
-of a sheet the name `all_models_ids` and their titles `all_models_titles`.
+of a sheet the name `all_models_ids`, their titles `all_models_titles` and the
+names a drop-down offers `all_models_names` (lists.py).
 A name whose first part reads as a cell reference (`h100`, `tp2`, `r`, `c`,
 `r1c1`) gets a leading underscore: `_h100.memory`.
 """
@@ -46,6 +47,7 @@ def excel_name(name: str) -> str:
     return name
 
 
+@functools.lru_cache(maxsize=1 << 16)  # every formula names the cells it reads: a catalog names 30,000 cells 100,000 times
 def cell_name(key: Key) -> str:
     """The defined name of one cell: `block.cell`."""
     return excel_name(f"{key[0]}.{key[1]}")
@@ -64,6 +66,11 @@ def ids_name(kind: str) -> str:
 def titles_name(kind: str) -> str:
     """The range of block titles of a kind."""
     return f"{COLUMN_SETS[kind]}_titles"
+
+
+def names_name(kind: str) -> str:
+    """The range of the names a drop-down offers for a kind's blocks (lists.py)."""
+    return f"{COLUMN_SETS[kind]}_names"
 
 
 def check_names(program: Program, blocks: list) -> None:
@@ -86,7 +93,7 @@ def check_names(program: Program, blocks: list) -> None:
             raise ExportError(f"a block may not be named `{info.name}` in a workbook: Excel keeps names that start "
                               f"with {', '.join(f'`{p}`' for p in RESERVED_PREFIXES)} for itself", info.block.name_span)
         if name in ({c.lower() for c in COLUMN_SETS.values()} | {ids_name(k).lower() for k in COLUMN_SETS}
-                    | {titles_name(k).lower() for k in COLUMN_SETS}):
+                    | {titles_name(k).lower() for k in COLUMN_SETS} | {names_name(k).lower() for k in COLUMN_SETS}):
             raise ExportError(f"a block may not be named `{info.name}` in a workbook: the name is taken by a column",
                               info.block.name_span)
     owners: dict[str, tuple] = {}
@@ -113,6 +120,8 @@ def defined_names(program: Program, blocks: list):
     for kind, cells in columns.items():
         yield ids_name(kind), None, f"the list of {SHEETS[kind].lower()}"
         yield titles_name(kind), None, f"the titles of {SHEETS[kind].lower()}"
+        if kind != "deployment":
+            yield names_name(kind), None, f"the names of {SHEETS[kind].lower()}"
         for cell, span in cells.items():
             yield column_name(kind, cell), span, f"column `{column_name(kind, cell)}`"
 
@@ -121,8 +130,15 @@ def define_names(writer, wb) -> None:
     """Define every name in `wb`: each block's cells, each column, the block names and titles of each sheet."""
     from openpyxl.workbook.defined_name import DefinedName
 
+    # hazard: DefinedName's constructor checks sixteen fields through descriptors, for each of
+    # seventeen thousand names; each is made as a copy of one made that way (the fields keep
+    # their values in the instance's __dict__, as the descriptors store them)
+    fields = DefinedName("name", attr_text="ref").__dict__
+
     def add(name: str, ref: str):
-        wb.defined_names[name] = DefinedName(name, attr_text=ref)
+        defined = object.__new__(DefinedName)
+        defined.__dict__.update(fields, name=name, attr_text=ref)
+        wb.defined_names[name] = defined
         writer.names += 1
 
     for kind, names in writer.layout.blocks.items():
@@ -130,6 +146,8 @@ def define_names(writer, wb) -> None:
         first, last = HEADER_ROWS + 1, HEADER_ROWS + len(names)
         add(ids_name(kind), f"'{sheet}'!$A${first}:$A${last}")
         add(titles_name(kind), f"'{sheet}'!$B${first}:$B${last}")
+        if kind in writer.lists:
+            add(names_name(kind), writer.lists[kind])
         for cell, col in writer.layout.columns[kind].items():
             letter = column_letter(col)
             add(column_name(kind, cell), f"'{sheet}'!${letter}${first}:${letter}${last}")

@@ -89,7 +89,7 @@ class ExcelPrinter(CodePrinter):
         if assign_to is not None:
             raise ExportError("an Excel formula cannot assign to a variable")
         text = self._print(sympify(expr))
-        _check_limits(text)
+        check_limits(text)
         return text
 
     def _print(self, expr, **kwargs):
@@ -364,7 +364,7 @@ def _exact_double(d: float) -> tuple[str, int]:
     return (f"2^{shift}", POW) if num == 1 else (f"{mantissa}*2^{shift}", MUL)
 
 
-def _check_limits(text: str) -> None:
+def check_limits(text: str) -> None:
     """Reject formulas Excel refuses: too long, or functions nested too deep."""
     if len(text) > MAX_FORMULA_CHARS:
         raise ExportError(f"the formula has {len(text)} characters; Excel allows {MAX_FORMULA_CHARS}")
@@ -418,7 +418,7 @@ class RulePrinter(ExprVisitor):
 
     def doprint(self, expr) -> str:
         text = self.visit(expr)[0]
-        _check_limits(text)
+        check_limits(text)
         return text
 
     def _number(self, value) -> tuple[str, int]:

@@ -129,10 +129,6 @@ def readme_sheet(writer, wb) -> None:
     ws.column_dimensions["A"].width = 24
     ws.column_dimensions["B"].width = 100
     ws.sheet_view.showGridLines = False
-    ws.page_setup.orientation = "landscape"
-    ws.page_setup.fitToWidth = 1
-    ws.page_setup.fitToHeight = 1
-    ws.sheet_properties.pageSetUpPr.fitToPage = True
 
 
 __all__ = ["readme_sheet", "readme_lines", "SHEET_ANSWERS"]

@@ -45,14 +45,32 @@ def _red_results(writer, ws, red) -> None:
         ws.conditional_formatting.add(f"{letter}{first}:{letter}{last}", Rule(type="expression", formula=[test], dxf=red))
 
 
-def print_setup(ws) -> None:
-    """Landscape A4, fit to the page width, header rows repeated on every page."""
+# No printed text is smaller than MIN_PRINTED_PT: the block sheets print at BLOCK_SCALE, where their
+# smallest text (row 2's cell names, 10 pt) prints at 8 pt, and run over as many pages across as their
+# columns need, the id and title columns repeated on each; the Plan sheet prints at the scale its
+# widest page needs (plan_sheet.py), the README on one page.
+MIN_PRINTED_PT = 8
+BLOCK_SCALE = 80
+
+
+def print_setup(ws, scale=None) -> None:
+    """Landscape A4 with narrow margins and header rows repeated on every page, at `scale` % (else the
+    sheet's own rule above)."""
+    from openpyxl.worksheet.page import PageMargins
+
     ws.page_setup.orientation = "landscape"
     ws.page_setup.paperSize = ws.PAPERSIZE_A4
-    ws.page_setup.fitToWidth = 1
-    ws.page_setup.fitToHeight = 1 if ws.title == "README" else 0  # the README on one page
-    ws.sheet_properties.pageSetUpPr.fitToPage = True
+    ws.page_margins = PageMargins(left=0.5, right=0.5, top=0.6, bottom=0.6, header=0.3, footer=0.3)
+    if ws.title == "README":  # one page
+        ws.page_setup.fitToWidth = ws.page_setup.fitToHeight = 1
+        ws.sheet_properties.pageSetUpPr.fitToPage = True
+        return
+    ws.sheet_properties.pageSetUpPr.fitToPage = False
+    ws.page_setup.scale = scale or BLOCK_SCALE
+    ws.page_setup.pageOrder = "overThenDown"
     if ws.title in SHEETS.values():
         ws.print_title_rows = f"1:{HEADER_ROWS}"
-    elif ws.title in ("Summary", "Comparison"):
+        ws.print_title_cols = "A:B"
+    elif ws.title in ("Summary", "Comparison", "What-if"):
         ws.print_title_rows = "1:1"
+        ws.print_title_cols = "A:A"

@@ -1,20 +1,23 @@
 """The Summary sheet: each deployment's main answers on one row, in planners' units (GiB, tokens,
-sequences), each figure the deployment's own cell."""
+sequences) and names, each figure the deployment's own cell."""
 
 from __future__ import annotations
 
-from .cells import column_letter, text_cell
+from .cells import column_letter
 from .names import cell_name
 from .validation import GIB
 
 
 def summary_sheet(writer, wb) -> None:
-    """Each deployment's answers in planners' units: GiB, tokens, sequences."""
-    from openpyxl.styles import Font
+    """Each deployment's answers in planners' units: GiB, tokens, sequences; models, GPUs, formats and engines by name."""
+    from openpyxl.styles import Alignment, Font
+
+    from .kind_sheet import display_width, header_width
+    from .lists import name_of
 
     ws = wb.create_sheet("Summary")
     columns = [
-        ("deployment", None, None), ("model", "model", "@"), ("hardware", "hardware", "@"), ("GPUs", "gpus", "#,##0"),
+        ("deployment", None, None), ("model", "model", "@"), ("GPU", "hardware", "@"), ("GPUs", "gpus", "#,##0"),
         ("KV format", "kv_dtype", "@"), ("context", "context", '#,##0" tokens"'), ("batch", "batch", "#,##0"),
         ("fits", "fits", "General"), ("max batch", "max_batch", "#,##0"), ("max context", "max_context", '#,##0" tokens"'),
         ("weights per GPU", "weights_bytes_per_gpu", GIB), ("KV budget per GPU", "kv_budget_bytes_per_gpu", GIB),
@@ -23,22 +26,37 @@ def summary_sheet(writer, wb) -> None:
         ("engine", "engine", "@"), ("engine KV tokens", "engine_kv_cache_tokens", '#,##0" tokens"'),
         ("engine blocks", "engine_num_blocks", "#,##0"), ("engine concurrency", "engine_max_concurrency", '0.00"x"'),
     ]
+    widths = {}
     for col, (title, _, _) in enumerate(columns, start=1):
-        ws.cell(1, col, title).font = Font(bold=True)
+        head = ws.cell(1, col, title)
+        head.font = Font(bold=True)
+        head.alignment = Alignment(wrap_text=True, vertical="top")
+        widths[col] = header_width(title)
     for i, name in enumerate(writer.layout.blocks["deployment"], start=2):
-        text_cell(ws.cell(i, 1), writer.program.blocks[name].title)
+        ws.cell(i, 1).value = "=" + writer.title_cell(name)
+        ws.cell(i, 1).alignment = Alignment(wrap_text=True, vertical="top")
+        writer.formulas += 1
         for col, (_, cell, fmt) in enumerate(columns[1:], start=2):
             target = ws.cell(i, col)
+            key = (name, cell)
+            rc = writer.program.cells.get(key)
+            value = writer.values.get(key)
             if fmt == GIB:
-                target.value = f"={cell_name((name, cell))}/{GIB}"
+                target.value = f"={cell_name(key)}/{GIB}"
                 target.number_format = '#,##0.00" GiB"'
+                value = None if value is None else float(value) / GIB
+            elif rc is not None and rc.form == "ref" and writer.program.blocks[rc.ref_target].kind in writer.choices:
+                kind = writer.program.blocks[rc.ref_target].kind
+                target.value = f"={name_of(kind, cell_name(key))}"
+                value = writer.choices[kind].get(value, value)
             else:
-                target.value = f"={cell_name((name, cell))}"
+                target.value = f"={cell_name(key)}"
                 target.number_format = fmt
-            if isinstance(writer.values.get((name, cell)), bool):
+            if isinstance(writer.values.get(key), bool):
                 writer.booleans.setdefault(ws.title, []).append(target.coordinate)
+            widths[col] = max(widths[col], display_width(value, target.number_format))
             writer.formulas += 1
     ws.freeze_panes = "B2"
-    ws.column_dimensions["A"].width = 44
+    ws.column_dimensions["A"].width = 36
     for col in range(2, len(columns) + 1):
-        ws.column_dimensions[column_letter(col)].width = 16
+        ws.column_dimensions[column_letter(col)].width = min(widths[col], 30)

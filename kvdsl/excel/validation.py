@@ -165,7 +165,9 @@ def human_unit(dim, rule: Optional[Bounds], values=()) -> HumanUnit:
         return HumanUnit(1, '#,##0" tokens"', "tokens")
     if isinstance(dim, Dim) and dim.dimensionless and rule is not None and rule.whole:
         return HumanUnit(1, "#,##0", "")
-    return HumanUnit(1, "General", dim.unit() if isinstance(dim, Dim) and dim.unit() else "")
+    value = next((v for v in values if v is not None), None)
+    return HumanUnit(1, number_format(dim, value, fractional=True) if isinstance(dim, Dim) else "General",
+                     dim.unit() if isinstance(dim, Dim) and dim.unit() else "")
 
 
 def time_unit(values=()) -> HumanUnit:
@@ -177,6 +179,33 @@ def time_unit(values=()) -> HumanUnit:
     if times and all(abs(t) < 1 for t in times):
         return HumanUnit(Fraction(1, 1000), '#,##0.0" ms"', "ms")
     return HumanUnit(1, '#,##0.00" s"', "s")
+
+
+def number_format(dim, value=None, fractional: bool = False) -> str:
+    """The number format of a value of dimension `dim`: separators, the unit after the number, and decimals
+    enough for three significant digits of `value` (none for a whole number, unless the cell's value may
+    stop being whole: `fractional`)."""
+    if dim == USD:
+        return '"$"#,##0.00'
+    if dim == USD / SECONDS:
+        return '"$"0.000000" /s"'
+    if dim == SECONDS:
+        return '#,##0.000" s"'
+    if not isinstance(dim, Dim):
+        return "General"
+    digits = _digits(value, fractional)
+    unit = {BYTES: "B", TOKENS: "tokens", BYTES / SECONDS: "B/s"}.get(dim, "" if dim.dimensionless else dim.unit())
+    return digits + (f'" {unit}"' if unit else "")
+
+
+def _digits(value, fractional: bool = False) -> str:
+    """`#,##0` with the decimals that show three significant digits of `value` (at most six)."""
+    import math
+
+    if value is None or isinstance(value, (bool, str)) or value == 0 or (value == int(value) and not fractional):
+        return "#,##0"
+    places = min(6, max(0, 2 - math.floor(math.log10(abs(float(value))))))
+    return "#,##0" + ("." + "0" * places if places else "")
 
 
 # how a block sheet shows a figure in base units beside the one typed or read in these

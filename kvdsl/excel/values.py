@@ -12,18 +12,18 @@ import functools
 
 from ..errors import ExportError
 from ..graph import Key, Origin
-from ..units import BYTES, SECONDS, TOKENS, USD, Dim
+from ..units import Dim
 from .cells import text_cell
 from .names import cell_name
 from .printer import UNBOUNDED
-from .validation import bounds, human_unit
+from .validation import bounds, human_unit, number_format
 
 
 def sheet_value(writer, target, key: Key) -> None:
     """A cell on its kind's sheet; a deployment's typed cell reads the Plan sheet in base units."""
     if writer.plan is not None and key in writer.plan.inputs:
         target.value = writer.plan.reference(key)
-        target.number_format = number_format(writer.program.cells[key].dim)
+        target.number_format = number_format(writer.program.cells[key].dim, writer.values.get(key))
         writer.formulas += 1
         return
     write_value(writer, target, key)
@@ -40,30 +40,39 @@ def _count(writer, key: Key) -> bool:
 
 
 def human_value(writer, key: Key):
-    """A cell's value in the unit of its human-unit column (GiB, GB/s, USD/h)."""
+    """A cell's value as its twin column shows it: in GiB, GB/s, USD/h, or a block's name."""
     kind = writer.program.blocks[key[0]].kind
     value = writer.values.get(key)
+    twin = writer.human[kind][key[1]]
+    if twin.names and isinstance(value, str):
+        return writer.choices[twin.names].get(value, value)
     if value is None or isinstance(value, (bool, str)):
         return value
-    return stored_number(value / writer.human[kind][key[1]][1].factor)
+    return stored_number(value / twin.unit.factor)
 
 
 def human_cell(writer, ws, row: int, key: Key, base):
-    """The human-unit cell beside `base`: typed (yellow) when the block types the figure, else converted."""
+    """The twin of `base`: typed (yellow) when the block types the figure, else shown from it."""
     from openpyxl.styles import Font, PatternFill
 
+    from .lists import id_of, name_of
+
     kind = writer.program.blocks[key[0]].kind
-    col, unit = writer.human[kind][key[1]]
-    shown = ws.cell(row, col)
-    shown.number_format = unit.number_format
+    twin = writer.human[kind][key[1]]
+    shown = ws.cell(row, twin.column)
+    shown.number_format = twin.unit.number_format
     if writer.human_input(key):
-        shown.value = human_value(writer, key)
-        shown.fill = PatternFill("solid", fgColor="FFF2CC")
-        shown.font = Font(color="1F4E79")
-        base.value = f"={shown.coordinate}{unit.to_base()}"
+        if twin.names:
+            text_cell(shown, human_value(writer, key))
+            base.value = f"={id_of(twin.names, shown.coordinate)}"
+        else:
+            shown.value = human_value(writer, key)
+            base.value = f"={shown.coordinate}{twin.unit.to_base()}"
+        shown.fill, shown.font = input_style()
         base.fill, base.font = PatternFill(), Font()
     else:
-        shown.value = f"={base.coordinate}{unit.from_base()}"
+        figure = name_of(twin.names, base.coordinate) if twin.names else f"{base.coordinate}{twin.unit.from_base()}"
+        shown.value = f'=IF(ISNA({base.coordinate}),"n/a",{figure})' if twin.na else f"={figure}"
     writer.formulas += 1
     return shown
 
@@ -117,7 +126,7 @@ def write_value(writer, target, key: Key) -> None:
         except SolveError as exc:
             raise ExportError(exc.message, rc.cell.span, exc.hint) from None
         writer.formulas += live
-        target.number_format = f'[>={UNBOUNDED}]"unbounded";' + number_format(rc.dim)
+        target.number_format = f'[>={UNBOUNDED}]"unbounded";' + number_format(rc.dim, value)
         return
     else:
         target.value = writer.rule_formula(key)
@@ -126,9 +135,9 @@ def write_value(writer, target, key: Key) -> None:
         writer.booleans.setdefault(target.parent.title, []).append(target.coordinate)
     elif rc.form == "input" and isinstance(rc.dim, Dim):
         unit = human_unit(rc.dim, bounds(writer.program, key))
-        target.number_format = unit.number_format if unit.unit in ("%", "") else number_format(rc.dim)
+        target.number_format = unit.number_format if unit.unit in ("%", "") else number_format(rc.dim, value)
     else:
-        target.number_format = number_format(rc.dim)
+        target.number_format = number_format(rc.dim, value, fractional=rc.form != "rule" or _may_be_fractional(rc.expr))
 
 
 @functools.lru_cache(maxsize=None)
@@ -137,6 +146,22 @@ def input_style():
     from openpyxl.styles import Font, PatternFill
 
     return PatternFill("solid", fgColor="FFF2CC"), Font(color="1F4E79")
+
+
+def _may_be_fractional(expr) -> bool:
+    """Whether a rule's value may stop being whole: it divides, or multiplies by a number that is not whole."""
+    from .. import model as m
+
+    todo = [expr]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, m.Binary) and node.op in ("/", "^"):
+            return True
+        if isinstance(node, m.Num) and node.value != int(node.value):
+            return True
+        if isinstance(node, m._Node):
+            todo.extend(node.children())
+    return False
 
 
 def _divides(expr) -> bool:
@@ -160,22 +185,3 @@ def stored_number(value):
     if value.denominator == 1:
         return int(value)
     return float(value)
-
-
-def number_format(dim) -> str:
-    """The number format of a value of dimension `dim`, its unit shown after the number."""
-    if dim == BYTES:
-        return '#,##0" B"'
-    if dim == TOKENS:
-        return '#,##0" tokens"'
-    if isinstance(dim, Dim) and dim == Dim((1, 0, 0, -1)):
-        return '#,##0" B/s"'
-    if dim == USD:
-        return '"$"#,##0.00'
-    if dim == USD / SECONDS:
-        return '"$"0.000000" /s"'
-    if dim == SECONDS:
-        return '#,##0.000" s"'
-    if isinstance(dim, Dim) and not dim.dimensionless:
-        return "#,##0.####"
-    return "General"

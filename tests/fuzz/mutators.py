@@ -234,3 +234,22 @@ def odd_name(rng: random.Random) -> str:
 
 def dumps_text(text: str) -> bytes:
     return text.encode("utf-8", errors="surrogateescape")
+
+
+# --------------------------------------------------------------------------- layout only (for `fmt`)
+
+def reflow(rng: random.Random, text: str) -> str:
+    """The same spec laid out differently: indentation, spaces around `=`, `,`, `+` and `*`, blank and
+    trailing space, tabs, CRLF.  Never a change of meaning (no two tokens are joined)."""
+    out = []
+    for line in text.split("\n"):
+        body = line.strip()
+        if body and '"' not in body and "#" not in body and rng.random() < 0.6:
+            for sep in (" = ", ", ", " + ", " * "):
+                body = body.replace(sep, rng.choice([sep.strip() if sep != ", " else ",", "  " + sep.strip() + "   ", sep]))
+        indent = rng.choice(["", " ", "  ", "    ", "\t", "        ", "            "]) if body else ""
+        out.append(indent + body + rng.choice(["", "", " ", "\t  "]))
+        if rng.random() < 0.08 and body and not body.endswith(("+", "-", "*", "/", "(", ",", "and", "or", "then", "else", "&")):
+            out.append(rng.choice(["", "   "]))
+    joined = "\n".join(out)
+    return joined.replace("\n", "\r\n") if rng.random() < 0.2 else joined

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import os
+import json
 import random
-import re
 import shutil
 import signal
 import sys
@@ -26,13 +26,11 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from . import mutators as m
+from .judge import judge, quoted_lines_agree  # noqa: F401  (quoted_lines_agree: tests)
 
 ROOT = Path(__file__).resolve().parents[2]
-CATEGORIES = ("spec", "set", "args", "config", "odd_file", "collide", "repetition")
-WEIGHTS = (45, 12, 10, 20, 5, 8, 12)
-POSITION = re.compile(r"^(.+?):(\d+):(\d+): (?:error|warning): ")
-CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # shown as U+FFFD when a file holds binary data
-SHOWN = 160  # characters of a source line an error shows (kvdsl.errors.MAX_SHOWN)
+CATEGORIES = ("spec", "set", "args", "config", "odd_file", "collide", "repetition", "fmt", "lsp")
+WEIGHTS = (45, 12, 10, 20, 5, 8, 12, 8, 2)
 
 
 class Hang(BaseException):
@@ -67,6 +65,9 @@ class Workspace:
         shutil.copytree(ROOT / "specs", self.root / "specs")
         shutil.copytree(ROOT / "tests" / "configs", self.root / "configs")
         (self.root / "out").mkdir()
+        os.mkfifo(self.root / "fifo")
+        os.symlink(self.root / "loop", self.root / "loop")
+        self.server = None  # the language server, started by the first `lsp` case
         self.specs = sorted(p for p in (self.root / "specs").rglob("*.kvspec") if p.name != "catalog.kvspec")
         self.configs = sorted((self.root / "configs").glob("*.json"))
         self.texts = {p: p.read_text(encoding="utf-8") for p in self.specs + self.configs}
@@ -81,6 +82,9 @@ class Workspace:
 
     def __exit__(self, *exc):
         import kvdsl.cache
+
+        if self.server is not None:
+            self.server.close()
 
         if self._env is None:
             os.environ.pop("KVDSL_CACHE_DIR", None)
@@ -152,6 +156,18 @@ def make_case(ws: Workspace, index: int, seed: int):
                                 ["--set", rng.choice(m.JUNK_SETS)], ["--vary", "batch=1:2"], ["--nope"]])
             what = f"junk arguments on {original.relative_to(ws.root)}"
         return category, what, {target: m.dumps_text(text)}, args, None
+    if category == "fmt":
+        original = rng.choice(ws.specs)
+        text = m.reflow(rng, ws.texts[original]) if rng.random() < 0.8 else m.mutate_text(rng, ws.texts[original])[0]
+        source, formatted = original.with_name("fuzz_case.kvspec"), original.with_name("fuzz_fmt.kvspec")
+        data = m.dumps_text(text)
+        return category, f"fmt of {original.relative_to(ws.root)}", {source: data, formatted: data}, ["fmt", str(formatted)], None
+    if category == "lsp":
+        from .lsp import lsp_messages
+
+        what, messages = lsp_messages(rng, {p: ws.texts[p] for p in ws.specs}, ws.root,
+                                      (ws.root / "specs" / "deployments" / "mistral_7b_l4.kvspec").as_uri(), index)
+        return category, what, {}, ["lsp", f"{len(messages)} messages"], messages
     if category == "repetition":
         target = out / "repetition.kvspec"
         members = ["sq[1]", "sq[2]", "tot[3]", "x0", "x1"]
@@ -209,61 +225,6 @@ def make_case(ws: Workspace, index: int, seed: int):
     return category, f"{kind} file to {command}", files, [command, path, *extra], None
 
 
-def quoted_lines_agree(output: str) -> str | None:
-    """None if every positioned message quotes its own line; else what is wrong."""
-    lines = output.split("\n")
-    for i, line in enumerate(lines[:-1]):
-        where = POSITION.match(line)
-        if not where or not lines[i + 1].startswith("    "):
-            continue
-        shown = where.group(1)
-        path = ROOT / shown if shown.startswith("kvdsl/prelude/") else Path(shown)
-        try:
-            text = path.read_bytes().decode("utf-8", errors="replace")
-        except OSError:
-            continue
-        text = text[1:] if text.startswith("\ufeff") else text
-        source = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-        number = int(where.group(2))
-        if number > len(source):
-            return f"line {number} of {shown} does not exist"
-        expected = source[number - 1]
-        expected = (expected.expandtabs(1) if "\t" in expected else expected).rstrip("\n")
-        quoted = CONTROL.sub("\ufffd", lines[i + 1][4:]).lstrip("\ufeff")
-        expected = CONTROL.sub("\ufffd", expected).lstrip("\ufeff")
-        if len(expected) > SHOWN:
-            if quoted.strip(".") not in expected:
-                return f"{shown}:{number}: quoted {quoted[:80]!r}, not a window of that line"
-        elif quoted != expected:
-            return f"{shown}:{number}: quoted {quoted[:80]!r}, the line is {expected[:80]!r}"
-    return None
-
-
-def judge(result, case) -> str | None:
-    category, what, files, args, written = case
-    output = result.output
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        return f"traceback: {type(result.exception).__name__}: {result.exception}"[:300]
-    if "Traceback (most recent call last)" in output:
-        return "traceback"
-    if result.exit_code == 3 or "internal error" in output:
-        return "internal error"
-    if result.exit_code not in (0, 1, 2):
-        return f"exit status {result.exit_code}"
-    wrong = quoted_lines_agree(result.stderr)
-    if wrong:
-        return f"wrong quoted line: {wrong}"
-    if category == "collide" and args[0] == "export" and result.exit_code == 0:
-        return "workbook exported with names that differ only by case"
-    if written is not None and result.exit_code == 0:
-        text = written.read_text(encoding="utf-8")
-        blocks = re.findall(r"^\S.*", text, re.M)
-        live = [b for b in blocks if not b.startswith("#")]
-        if len(live) != 2 or not live[0].startswith("model ") or live[1] != "}":
-            return f"imported spec holds more than one model block: {live[:4]}"
-    return None
-
-
 class Watchdog:
     """Interrupts a case that runs past its timeout in CPU seconds, or five times that in wall seconds.
 
@@ -309,6 +270,46 @@ class Watchdog:
             self.deadline = None
 
 
+def execute(runner, main, ws: Workspace, case, timeout: float):
+    """Run one case: (the last command's result, or None for the language server; what is wrong, or None)."""
+    category, what, files, args, written = case
+    if category == "lsp":
+        from .lsp import Server, run_case
+
+        if ws.server is None:
+            ws.server = Server(ws.root)
+        failure = run_case(ws.server, written, timeout)
+        if failure:  # the next case starts with a server of its own
+            ws.server.close()
+            ws.server = None
+        return None, failure
+    result = runner.invoke(main, args)
+    failure = judge(result, case)
+    if category != "fmt" or failure or result.exit_code != 0:
+        return result, failure
+    return fmt_round_trip(runner, main, case)
+
+
+def fmt_round_trip(runner, main, case):
+    """A formatted spec formats to itself and evaluates as its source did."""
+    category, what, files, args, written = case
+    source, formatted = list(files)
+    again = runner.invoke(main, ["fmt", "--check", str(formatted)])
+    if again.exit_code != 0:
+        return again, judge(again, case) or "fmt's output does not format to itself: " + again.output[-300:]
+    results = [runner.invoke(main, ["eval", "--json", "--all", str(path)]) for path in (source, formatted)]
+    for result in results:
+        failure = judge(result, case)
+        if failure:
+            return result, failure
+    before, after = results
+    if before.exit_code != after.exit_code:
+        return after, f"the formatted spec exits {after.exit_code}, its source {before.exit_code}"
+    if before.stdout.strip() and json.loads(before.stdout) != json.loads(after.stdout):
+        return after, "the formatted spec evaluates differently from its source"
+    return after, None
+
+
 def run(cases: int, seed: int = 0, timeout: float = 20.0, start: int = 0, progress=None) -> Report:
     """Run cases number start .. start+cases-1 of the run `seed`."""
     from kvdsl.cli import main
@@ -327,13 +328,16 @@ def run(cases: int, seed: int = 0, timeout: float = 20.0, start: int = 0, progre
             began, began_cpu = time.perf_counter(), time.process_time()
             try:
                 with dog.watch(f"#{index} {description}"):
-                    result = runner.invoke(main, args)
-                failure = judge(result, case)
-                excerpt = result.output[-600:]
+                    result, failure = execute(runner, main, ws, case, timeout)
+                excerpt = result.output[-600:] if result is not None else ""
             except Hang:
                 failure, excerpt = "hang", f"more than {timeout:g} CPU seconds or {Watchdog.WALL_FACTOR * timeout:g} wall seconds"
-                report.hangs += 1
                 result = None
+                if ws.server is not None and category == "lsp":  # the next case gets a server of its own
+                    ws.server.close()
+                    ws.server = None
+            if failure and failure.startswith("hang"):
+                report.hangs += 1
             elapsed, cpu = time.perf_counter() - began, time.process_time() - began_cpu
             report.cases[category] += 1
             report.last = (elapsed, description)
