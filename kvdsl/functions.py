@@ -148,6 +148,12 @@ def _fixed(args) -> str:
     return "-" + text if x < 0 and units else text
 
 
+def _ln(args) -> Fraction:
+    if args[0] <= 0:
+        raise ValueError("the logarithm of a number at or below 0")
+    return Fraction(math.log(args[0]))
+
+
 def _float_int(args) -> Fraction:
     """Python's `int(a / b * c)` in 64-bit floats: `int(17 / 7 * 98)` is 237, where exactly it is 238."""
     a, b, c = (float(x) for x in args)
@@ -201,7 +207,7 @@ FUNCTIONS = {f.name: f for f in (
              excel=lambda args: f"INT({args[0]})={args[0]}", dims=condition, excel_binds=COMPARISON,
              summary="true when the value is a whole number (`whole(gpus)`)"),
     # a float's logarithm, kept as the Fraction of that float (as a fractional power is)
-    Function("ln", 1, 1, exact=lambda args: Fraction(math.log(args[0])), sympy=lambda args: _sympy().log(args[0]),
+    Function("ln", 1, 1, exact=_ln, sympy=lambda args: _sympy().log(args[0]),
              numpy=lambda args: _numpy().log(args[0]), excel=_call("LN"), dims=plain_number, sympy_head="log",
              summary="the natural logarithm"),
     # what a program that divides and multiplies in floats reports (vLLM's token count): the NumPy form

