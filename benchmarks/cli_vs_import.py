@@ -14,9 +14,12 @@ parsed files, the second the built program (`kvdsl/cache.py`), as for a
 user who runs a command again on files that did not change.  With
 `--first-build` the kept programs are removed before every run, so each run
 resolves its specs (the parsed files are still kept): what a command costs
-right after a file changed.
+when no program was kept.  With `--one-edit` the commands read a copy of the
+specs, and before every run one deployment of it changes (a new `utilization`
+in `gpt_oss_120b_h100`): what a command costs right after a user edited a
+deployment, its program built from the one kept before the edit.
 
-    python benchmarks/cli_vs_import.py [--runs 7] [--first-build]
+    python benchmarks/cli_vs_import.py [--runs 7] [--first-build | --one-edit]
 """
 
 from __future__ import annotations
@@ -72,24 +75,36 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--first-build", action="store_true",
                         help="remove the kept programs before every run: each run resolves its specs")
+    parser.add_argument("--one-edit", action="store_true",
+                        help="change one deployment of a copy of the specs before every run")
     args = parser.parse_args()
     compile_bytecode()
     with tempfile.TemporaryDirectory() as folder:
         env = kvdsl_environment(folder)
-        for command in COMMANDS.values():  # keep the parsed files, then the program
+        commands, edited = COMMANDS, None
+        if args.one_edit:
+            shutil.copytree(ROOT / "specs", Path(folder) / "specs")
+            commands = {name: [str(Path(folder) / Path(a).relative_to(ROOT)) if a.startswith(str(ROOT / "specs")) else a
+                               for a in command] for name, command in COMMANDS.items()}
+            edited = Path(folder) / Path(DEPLOYMENT).relative_to(ROOT)
+            original = edited.read_text()
+        for command in commands.values():  # keep the parsed files, then the program
             measure(command, env, ok=DONE)
             measure(command, env, ok=DONE)
-        times = {name: [] for name in ["floor", *COMMANDS]}
-        ratios = {name: [] for name in COMMANDS}
-        for _ in range(args.runs):
-            for name, command in COMMANDS.items():
+        times = {name: [] for name in ["floor", *commands]}
+        ratios = {name: [] for name in commands}
+        for run in range(args.runs):
+            for number, (name, command) in enumerate(commands.items()):
                 floor = measure(FLOOR, env)
                 times["floor"].append(floor)
                 if args.first_build:
                     shutil.rmtree(Path(folder) / "programs", ignore_errors=True)
+                if edited is not None:  # a value no run had before
+                    edited.write_text(original.replace("{", "{\n    utilization = 0.9%02d%02d" % (run, number + 1), 1))
                 times[name].append(measure(command, env, ok=DONE))
                 ratios[name].append(times[name][-1][0] / floor[0])
-    print(f"medians of {args.runs} paired runs" + (", every run resolving its specs" if args.first_build else ""))
+    how = ", every run resolving its specs" if args.first_build else ", one deployment edited before every run" if edited else ""
+    print(f"medians of {args.runs} paired runs" + how)
     for name in ["floor", *COMMANDS]:
         cpu = statistics.median(t[0] for t in times[name])
         wall = statistics.median(t[1] for t in times[name])

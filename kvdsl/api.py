@@ -59,7 +59,7 @@ def solve_unknowns(program: Program, base: dict, unanswered: Optional[list] = No
     if plain and program.solved is not None:
         return dict(program.solved)
     missed = [] if unanswered is not None else None
-    solved = _solved(program, base, missed)
+    solved = _solved(program, base, missed, program.kept_answers if plain else {})
     if missed:
         unanswered.extend(missed)
     elif plain:  # kept only when every `?` has its answer: `check` must still see the errors
@@ -67,7 +67,7 @@ def solve_unknowns(program: Program, base: dict, unanswered: Optional[list] = No
     return solved
 
 
-def _solved(program: Program, base: dict, unanswered: Optional[list] = None) -> dict:
+def _solved(program: Program, base: dict, unanswered: Optional[list] = None, kept: Optional[dict] = None) -> dict:
     unknowns = [rc for rc in program.cells.values() if rc.form == "unknown" and not program.blocks[rc.block].prelude]
     if not unknowns:
         return {}
@@ -82,6 +82,9 @@ def _solved(program: Program, base: dict, unanswered: Optional[list] = None) -> 
         seen.setdefault(rc.block, rc.name)
     raise_all(errors)
     for rc in unknowns:
+        if kept and rc.key in kept:  # the answer of a block the program it was rebuilt from had (`kvdsl/reuse.py`)
+            solved[rc.key] = kept[rc.key]
+            continue
         if ("fits" not in program.blocks[rc.block].cells):
             errors.append(SolveError(f"`{rc.name} = ?` needs a `fits` constraint in block `{rc.block}` to solve against", rc.cell.span))
             continue

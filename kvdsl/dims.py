@@ -39,6 +39,8 @@ class DimensionChecker:
                 self.errors.append(CycleError(f"cells depend on each other in a cycle: {names}", first.cell.name_span))
             return ERROR
         rc = self.cells[key]
+        if key in self._kept:
+            return self._kept_dim(rc)
         self._stack.append(key)
         self._on_stack.add(key)
         try:
@@ -50,6 +52,17 @@ class DimensionChecker:
         rc.dim = dim
         self.order.append(key)
         return dim
+
+    def _kept_dim(self, rc: ResolvedCell):
+        """A cell taken as it was from the program built before (`graph.rebuild`): its dimension is known,
+        and the cells it reads are visited first, as `_infer_shared` visits them, so the order is the same."""
+        dims = self._dims
+        for key in self.reads.get(rc.key, ()):
+            if key not in dims:
+                self.dim_of(key)
+        self._dims[rc.key] = rc.dim
+        self.order.append(rc.key)
+        return rc.dim
 
     def _cell_dim(self, rc: ResolvedCell):
         if rc.dim is ERROR:
@@ -81,12 +94,15 @@ class DimensionChecker:
         """`_infer` of a rule, done once for every cell made from the same
         source cell whose references have the same dimensions (a prelude rule
         in each deployment, an engine's rule in each deployment)."""
-        dims = []
+        dims, reads = [], []
         for ref in walk_refs(rc.expr):
-            dim = self._dims[ref.key] if ref.key in self._dims else self.dim_of(ref.key)
+            key = ref.key
+            dim = self._dims[key] if key in self._dims else self.dim_of(key)
             if dim is ERROR:
                 return self._infer(rc.expr)
             dims.append(dim)
+            reads.append(key)
+        self.reads[rc.key] = tuple(dict.fromkeys(reads))
         shared = self._shared_dims.get(id(rc.cell))
         if shared is None:  # the source cell is kept beside its results, so its id stays its own
             shared = self._shared_dims[id(rc.cell)] = (rc.cell, {})

@@ -192,9 +192,23 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
         values, errors = dict(program.evaluated[0]), list(program.evaluated[1])
         raise_all(broken_requirements(program, values, unchecked) or errors)
         return values
+    values, errors = _values(program, solved, known or {})
+    if plain:  # the values do not depend on `unchecked`: only which broken requirements are errors
+        program.evaluated = (dict(values), list(errors))
+    failed = broken_requirements(program, values, unchecked)
+    raise_all(failed or errors)
+    return values
+
+
+def plain_values(program: Program, known: dict) -> tuple:
+    """(values, errors) of the evaluation without solved cells, taking the values `known` has (not None)
+    as they are: `program.evaluated` of a program whose other cells are those of one evaluated before."""
+    return _values(program, None, known)
+
+
+def _values(program: Program, solved: Optional[dict], known: dict) -> tuple:
     values: dict[Key, object] = {}
     errors: list[KvdslError] = []
-    known = known or {}
     visit = Evaluator(values).visit
     for key in program.order:
         rc = program.cells[key]
@@ -217,11 +231,7 @@ def evaluate(program: Program, solved: Optional[dict] = None, known: Optional[di
             except (OverflowError, ValueError) as exc:
                 errors.append(EvaluationError(f"cannot compute `{rc.name}`: {exc}", rc.span))
                 values[key] = None
-    if plain:  # the values do not depend on `unchecked`: only which broken requirements are errors
-        program.evaluated = (dict(values), list(errors))
-    failed = broken_requirements(program, values, unchecked)
-    raise_all(failed or errors)
-    return values
+    return values, errors
 
 
 def requirements_hold(program: Program, values: dict) -> bool:

@@ -50,6 +50,9 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
         self._broken: set = set()  # blocks whose `extends` failed: their missing cells are not reported
         self.order: list[Key] = []
         self.readers: dict = {}  # block -> the other blocks whose rules read its cells
+        self.consulted: dict = {}  # block -> the other blocks its names were looked up in
+        self.reads: dict = {}  # key -> the cells its rule names, each once, in order
+        self._kept: dict = {}  # key -> a cell taken as it was from the program built before (`rebuild`)
         self.dim_rules = DimensionRules(self)
 
     def merge(self) -> dict:
@@ -64,16 +67,67 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
 
     def run(self) -> Program:
         self.merge()
-        self._poisoned.update(key for key, rc in self.cells.items() if rc.form == Form.DECLARE)
-        for rc in self.cells.values():
+        self._resolve()
+        unique = {(type(e), e.message, e.span): e for e in self.errors if not isinstance(e, Silent)}
+        raise_all(list(unique.values()))
+        return self._program()
+
+    def _resolve(self) -> None:
+        """Passes 2 and 3 over the merged cells (those in `_kept` are resolved already)."""
+        kept = self._kept
+        todo = [rc for key, rc in self.cells.items() if key not in kept] if kept else list(self.cells.values())
+        self._poisoned.update(rc.key for rc in todo if rc.form == Form.DECLARE)
+        for rc in todo:
             self.check_slot(rc)
-        for rc in self.cells.values():
+        for rc in todo:
             self.resolve_cell(rc)
         for key in self.cells:
             self.dim_of(key)
-        unique = {(type(e), e.message, e.span): e for e in self.errors if not isinstance(e, Silent)}
-        raise_all(list(unique.values()))
-        return Program(self.blocks, self.cells, self.order, self.readers)
+
+    def _program(self) -> Program:
+        program = Program(self.blocks, self.cells, self.order, self.readers)
+        program.consulted, program.reads = self.consulted, self.reads
+        program.sources = (self.ws.leave_out, [(shown, prelude) for _, _, shown, prelude in self.ws.sources], self.ws.texts)
+        return program
+
+    def rerun(self, base: Program, rebuilt: set) -> Optional[Program]:
+        """Like `run`, resolving only the blocks in `rebuilt`: the others' cells are taken from `base`.
+
+        None when the cells do not match `base`'s or the blocks rebuilt have a
+        mistake (the full build then says what `run` would).
+        """
+        self.collect_blocks()
+        self.check_user_defaults()
+        merged, engines = {}, {}  # kept block -> the keys `merge_block` gave it, those `instantiate` gave it
+        for key, rc in base.cells.items():
+            if key[0] not in rebuilt:
+                (merged if rc.scope is None else engines).setdefault(key[0], []).append(key)
+        kept, targets, cells = self._kept, self._targets, self.cells
+        for info in self.blocks.values():  # the order of `merge`, which `dim_of` follows
+            if info.name in rebuilt:
+                self.merge_block(info)
+                continue
+            self.blocks[info.name] = base.blocks[info.name]  # as built: its cells are those of its `block`
+            for key in merged.get(info.name, ()):
+                kept[key] = cells[key] = base.cells[key]
+        for info in self.blocks.values():
+            if info.name in rebuilt:
+                self.instantiate(info)
+            else:
+                for key in engines.get(info.name, ()):
+                    kept[key] = cells[key] = base.cells[key]
+        for key, old in kept.items():
+            targets[key] = old.ref_target if old.form == Form.REF else None
+        for block, readers in base.readers.items():  # the kept blocks read what they read before
+            readers = {b for b in readers if b not in rebuilt}
+            if readers:
+                self.readers[block] = readers
+        self.consulted.update((block, set(others)) for block, others in base.consulted.items() if block not in rebuilt)
+        self.reads.update((key, base.reads[key]) for key in kept if key in base.reads)
+        self._resolve()
+        if any(not isinstance(e, Silent) for e in self.errors):
+            return None
+        return self._program()
 
 
 def merged_blocks(ws: Workspace) -> dict:
@@ -92,6 +146,13 @@ def build(ws: Workspace, overrides: Optional[dict] = None) -> Program:
     """Resolve a workspace into a Program, or raise every error found."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
     return _Resolver(ws, overrides or {}).run()
+
+
+def rebuild(ws: Workspace, base: Program, rebuilt: set) -> Optional[Program]:
+    """The program of `ws`, resolving only the blocks in `rebuilt` and taking the others' cells from `base`,
+    or None when only a full build can tell (see `kvdsl/reuse.py`, which says which blocks to rebuild)."""
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
+    return _Resolver(ws, {}).rerun(base, rebuilt)
 
 
 def with_literals(program: Program, overrides: dict) -> Optional[Program]:

@@ -46,6 +46,8 @@ class Workspace:
     # (path as reached, resolved path, display path, is_prelude) of each file read, in load order
     sources: list = field(default_factory=list)
     leave_out: tuple = ()  # kinds of blocks read from the given files only
+    # display path -> (a digest of its text, True when it holds only blocks and imports, the file parsed)
+    texts: dict = field(default_factory=dict)
 
 
 CATALOG = "catalog:"  # `import "catalog:hardware/h200.kvspec"`: a spec of the catalog kvdsl ships
@@ -98,7 +100,8 @@ def display_path(path: Path) -> str:
 
 
 class _Loader:
-    def __init__(self, leave_out: tuple = ()):
+    def __init__(self, leave_out: tuple = (), known: Optional[dict] = None):
+        self.known = known or {}
         self.ws = Workspace()
         self.done: set[Path] = set()
         self.stack: list[Path] = []
@@ -130,7 +133,13 @@ class _Loader:
             text = overlay[path] if path in overlay else read_spec(path, shown)
             _digest(self.digest, shown, text, prelude)
             self.ws.sources.append((str(reached), str(path), shown, prelude))
-            spec = parse_cached(text, shown)
+            digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+            known = self.known.get(shown)
+            if known is not None and known[0] == digest:  # parsed for the program built before
+                spec = known[2]
+                remember_source(shown, text)
+            else:
+                spec = parse_cached(text, shown)
         except KvdslError as exc:
             self.ws.errors.extend(flatten(exc))
             return
@@ -138,6 +147,7 @@ class _Loader:
             self.ws.errors.append(ImportFailure(f"cannot read `{shown}`: {exc.strerror}", span))
             return
         self.ws.files.append(shown)
+        self.ws.texts[shown] = (digest, all(isinstance(item, (Block, Import)) for item in spec.items), spec)
         self.stack.append(path)
         self._collect(spec, path, prelude)
         self.stack.pop()
@@ -193,13 +203,13 @@ def prelude_files() -> list[Path]:
     return sorted(PRELUDE.glob("*.kvspec"))
 
 
-def load(paths: list[str], leave_out: tuple = ()) -> Workspace:
+def load(paths: list[str], leave_out: tuple = (), known: Optional[dict] = None) -> Workspace:
     """Load the prelude and the given files (with their imports, each once).
 
     Blocks of the kinds in `leave_out` are read only from the given files,
     not from the files they import (`plan` needs no other deployment).
     """
-    loader = _Loader(tuple(leave_out))
+    loader = _Loader(tuple(leave_out), known)
     for path in prelude_files():
         loader.load(path, prelude=True)
     for given in paths:

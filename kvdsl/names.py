@@ -79,10 +79,12 @@ class NameResolver:
                 return None
             if current is None:
                 return self._fail(quiet, UnknownNameError(f"`{first}` is a value, not a block: `{name.dotted}` means nothing", name.span))
+            self._consult(block, current)
             via = [head]
         elif first in self.blocks and m.INSTANCED.get(self.blocks[first].kind) == self.blocks[block].kind and len(parts) == 2:
             return self._instance_cell(block, first, parts[1], name, quiet)
         elif first in self.blocks:
+            self._consult(block, first)
             if len(parts) == 1:
                 return first
             current, via = first, []
@@ -107,7 +109,13 @@ class NameResolver:
                 return self._fail(quiet, UnknownNameError(f"`{'.'.join(parts[: i + 1])}` is a value, not a block", name.span))
             via.append(key)
             current = nxt
+            self._consult(block, current)
         return None
+
+    def _consult(self, block: str, other: str) -> None:
+        """Note that what `block` resolves to depends on `other` (a rebuild after `other` changes redoes `block`)."""
+        if other != block:
+            self.consulted.setdefault(block, set()).add(other)
 
     def _instance_cell(self, block: str, engine: str, cell: str, name: m.Name, quiet: bool):
         """`vllm.num_blocks` in a deployment: that engine's cell, run for this deployment."""

@@ -229,8 +229,10 @@ def modules(shape: Shape) -> list:
     """The checkpoint's layer modules as (name, parameters, parts), named as the Hugging Face implementations
     name them (`model.layers.3.self_attn.q_proj`), for the patterns a quantizer leaves unquantized."""
     found = []
+    norm = shape.hidden * (2 if shape.norm_bias else 1)
     for i, layer in enumerate(shape.layers):
         prefix = f"model.layers.{i}."
+        found += [(prefix + name, norm, []) for name in NORM_NAMES.get(layer.norms, ())]
         mixer = layer.mixer
         if isinstance(mixer, Attention):
             parts = []
@@ -253,4 +255,11 @@ def modules(shape: Shape) -> list:
                 if mlp.shared_intermediate:
                     parts.append((prefix + "mlp.shared_experts", 3 * shape.hidden * mlp.shared_intermediate, []))
             found.append((prefix + "mlp", mlp.count(shape.hidden), parts))
+    if shape.final_norm:
+        found.append(("model.norm", norm, []))
     return found
+
+
+# the Hugging Face names of a layer's hidden-size norms, by how many it has (a quantizer's list may name them)
+NORM_NAMES = {1: ("norm",), 2: ("input_layernorm", "post_attention_layernorm"),
+              4: ("input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm", "post_feedforward_layernorm")}

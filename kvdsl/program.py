@@ -126,6 +126,14 @@ class Program:
         self.evaluated: tuple = ()  # (values, errors) of `evaluate` without solved cells, once done
         self.solved: Optional[dict] = None  # the `?` cells' values against `evaluated`, once found (`solve_unknowns`)
         self.own_cells: Optional[int] = None  # the cells not shared with the program it was made from
+        # what a later build may take from this one (`kvdsl/reuse.py`): block -> the other blocks
+        # its names were looked up in; (kinds left out, [(display path, is prelude)], the files' `texts`);
+        # hazard: `reads` is kept here, not on each ResolvedCell, whose one more attribute costs the
+        # export 11 MiB of peak memory
+        self.consulted: dict = {}
+        self.reads: dict = {}  # key -> the cells its rule names, each once, in order (from the dimension pass)
+        self.sources: Optional[tuple] = None
+        self.kept_answers: dict = {}  # `?` answers of the blocks taken from the program it was rebuilt from
 
     def __getstate__(self) -> dict:
         """What is pickled: the program and its plain evaluation, not the caches of what reads what."""

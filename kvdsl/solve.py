@@ -131,10 +131,14 @@ def _solve(program: Program, block: str, cell: str, symbolic, others: bool, unch
         # the conditions they decide drop out
         zeros = {sym: (sp.false if value is sp.false else 0) for sym, value in env.items()
                  if (value is sp.false or value == 0) and expander.symbols[sym] not in keep}
-        constraint = constraint.subs(zeros)
+        constraint = constraint.xreplace(zeros)
         _check_monotone_form(constraint, x, block, cell, integer)
-        bounds = relaxed_bounds(constraint, x, env)
-        _closed_form(solution, bounds, env, x)
+        try:
+            bounds = relaxed_bounds(constraint, x, env)
+        except TooLarge as exc:
+            expanded, solution.message = None, f"no closed form: {exc.message}"
+        else:
+            _closed_form(solution, bounds, env, x)
     if not integer and solution.expression is not None and _exact_real(solution, program, base, target):
         found = None
     else:

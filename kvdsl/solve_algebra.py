@@ -15,6 +15,8 @@ from typing import Optional
 
 import sympy as sp
 
+from .symbolic import TooLarge
+
 
 def relations(expr) -> list:
     """The relations of a condition joined by `and`, each on its own."""
@@ -34,13 +36,40 @@ def gaps(constraint, x) -> list:
 
 
 def substitute_conditions(expr, env: dict):
-    """Decide the conditions of every `if` that the given values decide."""
-    expr = expr.rewrite(sp.Piecewise) if expr.has(sp.Min, sp.Max) else expr
+    """Decide the conditions of every `if`, `min` and `max` that the given values decide."""
+    if expr.has(sp.Min, sp.Max):
+        expr = expr.replace(lambda e: isinstance(e, (sp.Min, sp.Max)), lambda e: _decided_extremum(e, env))
 
     def fix(pw):
         return sp.Piecewise(*[(a, c.subs(env) if hasattr(c, "subs") else c) for a, c in pw.args])
 
     return expr.replace(lambda e: isinstance(e, sp.Piecewise), fix)
+
+
+def _decided_extremum(extremum, env: dict):
+    """A `min` or `max` as the argument the values choose; among arguments still open, as `if`s.
+
+    The arguments the values decide are settled before any rewriting: rewritten
+    first, every `min` of n arguments becomes n branches, and nested ones multiply.
+    """
+    values = [arg.subs(env) for arg in extremum.args]
+    decided = [i for i, value in enumerate(values) if value.is_number and value.is_extended_real]
+    args = list(extremum.args)
+    if decided:
+        better = (lambda a, b: bool(a < b)) if isinstance(extremum, sp.Min) else (lambda a, b: bool(a > b))
+        best = decided[0]
+        for i in decided[1:]:
+            if better(values[i], values[best]):
+                best = i
+        if len(decided) == len(args):
+            return args[best]
+        args = [arg for i, arg in enumerate(args) if i == best or i not in decided]
+    if any(arg.has(sp.Piecewise) for arg in args):
+        raise TooLarge("the condition nests a `min` or `max` the values leave open inside another: "
+                       "its closed form has more branches than a reader could follow")
+    op = sp.Le if isinstance(extremum, sp.Min) else sp.Ge
+    return sp.Piecewise(*[(arg, sp.And(*[op(arg, other).subs(env) for other in args[i + 1:]]))
+                          for i, arg in enumerate(args)])
 
 
 def real_roots(piece, x) -> list:

@@ -2,9 +2,10 @@
 
 It makes a new environment with the oldest Python that `python_requires`
 allows (`--python`, default `python3.11`), installs every dependency and test
-dependency at its lower bound (`lark>=1.1` installs lark 1.1.0), installs
+dependency at its lower bound (`openpyxl>=3.1` installs openpyxl 3.1.0), installs
 kvdsl itself from this clone (not editable), and runs the tests from a copy of
-the clone against that installation: without LibreOffice by default
+the clone (its files staged in a new git repository, as the tests list a
+clone's files with git) against that installation: without LibreOffice by default
 (`--pytest-args` changes what runs).  It needs the package index and takes
 minutes, so it is not part of the suite; CI may run it on its own.
 
@@ -62,6 +63,9 @@ def main() -> int:
             if (ROOT / name).is_file():
                 (clone / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(ROOT / name, clone / name)
+        # the copy is a git repository with those files staged: the tests list a clone's files with `git ls-files`
+        subprocess.run(["git", "init", "-q", str(clone)], check=True)
+        subprocess.run(["git", "add", "-A"], cwd=clone, check=True)
         subprocess.run(pip + ["--no-deps", str(clone)], check=True)
     except (subprocess.CalledProcessError, OSError) as exc:
         print(f"cannot make the environment: {exc}", file=sys.stderr)

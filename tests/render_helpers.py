@@ -112,11 +112,33 @@ def pdf_font_sizes(pdf: Path) -> list:
 
     pdftohtml reports sizes at three times their points when asked to zoom by 3, whole numbers: a size
     is known to a third of a point."""
+    root = _pdf_xml(pdf)
+    sizes = {f.get("id"): int(f.get("size")) / 3 for f in root.iter("fontspec")}
+    return [(int(page.get("number")), sizes[t.get("font")], "".join(t.itertext()))
+            for page in root.iter("page") for t in page.iter("text")]
+
+
+def pdf_overlaps(pdf: Path, skip=()) -> list:
+    """(page, text, text) of runs of text in `pdf` printed over each other (their boxes share more than a
+    quarter of the smaller), on the pages not numbered in `skip`."""
+    found = []
+    for page in _pdf_xml(pdf).iter("page"):
+        if int(page.get("number")) in skip:
+            continue
+        boxes = [tuple(int(t.get(k)) for k in ("left", "top", "width", "height")) + ("".join(t.itertext()),)
+                 for t in page.iter("text")]
+        for i, (x, y, w, h, text) in enumerate(boxes):
+            for x2, y2, w2, h2, text2 in boxes[i + 1:]:
+                across, down = min(x + w, x2 + w2) - max(x, x2), min(y + h, y2 + h2) - max(y, y2)
+                if across > 0 and down > 0 and across * down > 0.25 * min(w * h, w2 * h2):
+                    found.append((int(page.get("number")), text, text2))
+    return found
+
+
+def _pdf_xml(pdf: Path):
+    """The pages of `pdf` as `pdftohtml -xml` gives them, at three times their size (the root element)."""
     import xml.etree.ElementTree as ET
 
     xml = subprocess.run(["pdftohtml", "-xml", "-stdout", "-i", "-zoom", "3", str(pdf)],
                          capture_output=True, text=True, check=True).stdout
-    root = ET.fromstring(xml)
-    sizes = {f.get("id"): int(f.get("size")) / 3 for f in root.iter("fontspec")}
-    return [(int(page.get("number")), sizes[t.get("font")], "".join(t.itertext()))
-            for page in root.iter("page") for t in page.iter("text")]
+    return ET.fromstring(xml)

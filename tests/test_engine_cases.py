@@ -77,6 +77,34 @@ def test_llamacpp_flash_attention_off_with_a_quantized_k_only_starts(tmp_path):
     assert values[("phi_80", "launch_command")].endswith(" -b 256 -fa off")
 
 
+def test_llamacpp_flash_attention_auto_on_cuda_follows_ggml_cuda_kernels(tmp_path):
+    """`-fa auto` on a CUDA device: on when ggml_cuda_get_best_fattn_kernel has a kernel for the layers' K and V
+    heads, GQA ratio and cache types (ggml-cuda/fattn.cu), else off; a quantized V turns it on regardless."""
+    models = {  # name: (heads, kv_heads, K head, V head, kv_lora_rank, rope_head_dim)
+        "mha_512": (8, 8, 512, 512, 0, 0), "gqa_512": (8, 4, 512, 512, 0, 0),
+        "mimo_192": (64, 8, 192, 128, 0, 0), "gqa4_192": (32, 8, 192, 128, 0, 0),
+        "mla_320": (32, 32, 128, 128, 256, 64), "mla_320_16": (16, 16, 128, 128, 256, 64),
+        "k128_v64": (32, 8, 128, 64, 0, 0), "gqa_128": (32, 8, 128, 128, 0, 0), "mha_80": (32, 32, 80, 80, 0, 0),
+    }
+    text = f'import "{LLAMACPP}"\nimport "{ROOT}/specs/models/deepseek_v2_lite.kvspec"\n'
+    for name, (heads, kv_heads, k, v, lora, rope) in models.items():
+        text += (f'model m_{name} "{name}" {{\n    layers = 4\n    heads = {heads}\n    kv_heads = {kv_heads}\n    head_dim = {k}\n'
+                 f'    k_head_dim = {k}\n    v_head_dim = {v}\n    kv_lora_rank = {lora}\n    rope_head_dim = {rope}\n    params = 1e9\n}}\n'
+                 f'deployment {name} "{name}" extends lc_gpt_oss_b256 {{\n    model = m_{name}\n}}\n')
+    text += ('deployment mla_576 "DeepSeek-V2-Lite" extends lc_gpt_oss_b256 {\n    model = deepseek_v2_lite\n}\n'
+             'deployment k_q8_0 "-ctk q8_0" extends gqa_128 {\n    llamacpp.cache_type_k = q8_0\n}\n'
+             'deployment kv_q8_0 "-ctk q8_0 -ctv q8_0" extends gqa_128 {\n    kv_dtype = q8_0\n}\n'
+             'deployment kv_q4_1 "-ctk q4_1 -ctv q4_1" extends gqa_128 {\n    kv_dtype = q4_1\n}\n'
+             'deployment k_q4_1 "-ctk q4_1" extends gqa_128 {\n    llamacpp.cache_type_k = q4_1\n}\n')
+    spec = tmp_path / "fa.kvspec"
+    spec.write_text(text)
+    values = evaluate_paths([str(spec)], [])[1]
+    on = {name for name in [*models, "mla_576", "k_q8_0", "kv_q8_0", "kv_q4_1", "k_q4_1"] if values[(name, "llamacpp.flash_attention_on")]}
+    # K 512 needs the GQA kernels; 192/128 a GQA ratio of 8k, 320/256 of 32k; V as wide as K below 512; K and V of
+    # one type among f16, bf16, q8_0 and q4_0 (q4_1 V is quantized: turned on anyway)
+    assert on == {"gqa_512", "mimo_192", "mla_320", "mla_576", "gqa_128", "mha_80", "kv_q8_0", "kv_q4_1"}
+
+
 def test_sglang_kv_size_counts_the_indexer(tmp_path):
     """DeepSeek-V3.2 on SGLang with an FP8 cache: the log's "KV size" is (tokens + page) x 48,068 B, each of the
     61 layers storing a 656-byte latent (512 FP8 + 4 FP32 scales + 64 BF16 RoPE) and the indexer's 132 bytes."""
@@ -90,7 +118,7 @@ def test_sglang_kv_size_counts_the_indexer(tmp_path):
     assert v["sglang.page_size"] == 64
     assert v["sglang.kv_bytes"] == padded * 48068 and v["sglang.index_bytes"] == padded * 61 * 132
     assert v["sglang.k_bytes"] == padded * 61 * 656 and v["sglang.v_bytes"] == 0
-    # the pool is sized at 1 byte a latent element: 61 x (576 + 132) a token
-    assert v["sglang.kv_bytes_per_token_per_gpu"] == 61 * (576 + 132)
+    # the pool is sized at what each latent stores (0.5.23's pool configurator): 61 x (656 + 132) a token
+    assert v["sglang.kv_bytes_per_token_per_gpu"] == 61 * (656 + 132)
     gib = 1 << 30
     assert (f"{float(v['sglang.k_bytes'] / gib):.2f}", f"{float(v['sglang.kv_bytes'] / gib):.2f}") == ("36.35", "43.67")

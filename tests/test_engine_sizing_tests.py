@@ -1,8 +1,9 @@
-"""vLLM's and TensorRT-LLM's own sizing tests, translated into deployments (tests/engine_tests/).
+"""vLLM's, SGLang's and TensorRT-LLM's own sizing tests, translated into deployments (tests/engine_tests/).
 
 Each deployment there states what a test of vLLM's
-tests/v1/core/test_kv_cache_utils.py or tests/v1/worker/test_gpu_model_runner.py
-asserts as `expect_X` cells; the vLLM rules must give the same `vllm.X`.  A second check places the layers of real
+tests/v1/core/test_kv_cache_utils.py or tests/v1/worker/test_gpu_model_runner.py (SGLang's
+test_pool_configurator.py, TensorRT-LLM's test_resource_manager.py and kvCacheManagerTest.cpp) asserts as `expect_X` cells; the rules of
+the engine the deployment runs must give the same `ENGINE.X`.  A second check places the layers of real
 layer patterns on pipeline stages the way vLLM does (get_pp_indices, groups
 formed over the whole model and projected onto each stage) and compares the
 layers one block spans on the deciding stage.
@@ -35,7 +36,8 @@ def deployments(path: Path) -> dict:
 def test_every_translation_is_collected():
     names = {p.stem for p in SPEC_FILES}
     assert {"one_worker", "multiple_workers", "pp_sharding", "estimate_max_model_len",
-            "max_concurrency", "hybrid_groups", "page_size", "gpu_model_runner"} <= names
+            "max_concurrency", "hybrid_groups", "page_size", "gpu_model_runner", "sglang_pool_configurator",
+            "trtllm_kv_cache_manager"} <= names
 
 
 @pytest.mark.parametrize("path", SPEC_FILES, ids=lambda p: p.stem)
@@ -53,7 +55,9 @@ def test_vllm_rules_give_what_vllm_tests_assert(path):
 def test_each_translation_cites_its_source(path):
     head = path.read_text().split("\nimport", 1)[0]
     assert ("test_kv_cache_utils.py::test_" in head or "test_gpu_model_runner.py::test_" in head
-            or "test_resource_manager.py::" in head or "vllm" in head.lower() and ".py" in head)
+            or "test_resource_manager.py::" in head or "test_pool_configurator.py::" in head
+            or "kvCacheManagerTest.cpp::" in head
+            or "vllm" in head.lower() and ".py" in head)
 
 
 # ---------------------------------------------------------------- pipeline stages

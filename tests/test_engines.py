@@ -177,8 +177,10 @@ def test_sglang_05_ten_gib_floor(tmp_path):
 
 def test_sglang_sliding_pool_ratio():
     v = block_values(SPECS / "deployments" / "gpt_oss_120b_h100.kvspec", "gpt_oss_120b_h100")
-    n = v["sglang.tokens_in_memory"]
-    assert v["sglang.full_tokens"] == floor(n * 36 / (18 + Fraction(8, 10) * 18))
+    # 0.5.23's HybridSWAPoolConfigurator: a token costs the 18 full layers and 0.8 x the 18 sliding ones
+    layer = v["sglang.kv_bytes_per_token_per_gpu"] / 36
+    assert v["sglang.tokens_in_memory"] == floor(v["sglang.kv_memory_bytes"] / (18 * layer + Fraction(8, 10) * 18 * layer))
+    assert v["sglang.swa_tokens"] == floor(v["sglang.kv_cache_tokens"] * Fraction(8, 10))
 
 
 def test_trtllm_rounds_blocks_up(tmp_path):
@@ -391,9 +393,9 @@ def test_sparse_attention_indexer_with_fp8_latent(tmp_path):
     v = dsv32(tmp_path, "fp8_ds_mla")
     assert v["vllm.bytes_per_token_per_layer"] == 656 + 132 == 788
     assert v["vllm.num_blocks"] == floor(v["vllm.kv_memory_bytes"] / (61 * 16 * 788))
-    # SGLang sizes its FP8 pool at 1 byte per latent element: 61 x (576 + 132) = 43,188 bytes a token
+    # SGLang sizes its FP8 pool at the 656 bytes each latent stores (0.5.23): 61 x (656 + 132) = 48,068 a token
     fp8 = dsv32(tmp_path, "fp8")
-    assert fp8["sglang.kv_bytes_per_token_per_gpu"] == 61 * (576 + 132) == 43188
+    assert fp8["sglang.kv_bytes_per_token_per_gpu"] == 61 * (656 + 132) == 48068
     # a model without an indexer pays nothing
     v3 = block_values(SPECS / "deployments" / "deepseek_v3_h200x8.kvspec", "deepseek_v3_h200x8", "kv_dtype=bf16")
     assert v3["vllm.bytes_per_token_per_layer"] == 1152 and v3["sglang.kv_bytes_per_token_per_gpu"] == 61 * 1152

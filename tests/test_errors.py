@@ -356,3 +356,16 @@ def test_unit_glued_to_a_token_suffix_asks_for_a_space(tmp_path, monkeypatch):
     result = invoke(["eval", "ok.kvspec", "--set", "h.memory=80GiB", "--set", "h.memory=108715MiB"])
     assert result.exit_code == 2
     assert "`108715M` reads as a count of tokens" in result.stderr and "write `108715 MiB`" in result.stderr
+
+
+def test_formula_excel_refuses_is_an_error_at_its_cell(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    names = [f"input_number_{i}" for i in range(700)]
+    cells = "".join(f"    let {name} = {i}\n" for i, name in enumerate(names))
+    Path("long.kvspec").write_text(f'workload w "W" {{\n{cells}    let total = {" + ".join(names)}\n}}\n')
+    result = invoke(["export", "long.kvspec", "-o", "long.xlsx"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith("long.kvspec:702:5: error: the formula has 14,075 characters; "
+                                    "Excel allows 8,192\n"), result.stderr
+    assert "hint: write parts of the expression as cells of their own" in result.stderr
+    assert not Path("long.xlsx").exists()

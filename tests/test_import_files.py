@@ -8,6 +8,7 @@ names, since a checkpoint's weights are not part of the repository.
 from __future__ import annotations
 
 import json
+import math
 import struct
 from fractions import Fraction
 from pathlib import Path
@@ -100,6 +101,49 @@ def test_fp8_checkpoint_keeps_its_ignored_modules_in_bf16(tmp_path):
     embeddings = 2 * 151936 * 4096          # untied: the embedding and the LM head stay BF16 too
     assert v["unquantized_params"] == ATTENTION + MLP
     assert v["weights_loaded_bytes"] == params * 1 + (embeddings + ATTENTION + MLP) * (2 - 1)
+
+
+def published_tensors(folder: Path) -> list:
+    """The tensors of a published checkpoint as listed beside its config: (name, count, elements, dtype, file)."""
+    lines = (folder / "tensors.tsv").read_text().splitlines()[1:]
+    rows = [line.split("\t") for line in lines]
+    return [(name, int(count), math.prod(int(n) for n in shape.split("x")), dtype, file)
+            for name, count, shape, dtype, file in rows]
+
+
+def test_published_fp8_checkpoint_keeps_its_ignored_modules_in_bf16(tmp_path):
+    """Qwen/Qwen3-30B-A3B-Thinking-2507-FP8: the published config's modules_to_not_convert (the LM head, the 48
+    routers and the 96 layer norms) against the dtypes of the 37,491 tensors its safetensors files hold."""
+    folder = CONFIGS / "Qwen__Qwen3-30B-A3B-Thinking-2507-FP8"
+    tensors = published_tensors(folder)
+    size = {"bfloat16": 2, "float8_e4m3fn": 1}
+    stored = sum(count * elements * size[dtype] for _, count, elements, dtype, _ in tensors)
+    assert sum(count for _, count, *_ in tensors) == 37_491 and stored == 31_170_895_872
+    assert sum(count * elements for _, count, elements, *_ in tensors) == 30_533_947_392   # as listed, scales too
+    bf16 = {name: count * elements for name, count, elements, dtype, _ in tensors if dtype == "bfloat16" and "scale" not in name}
+    named = bf16["model.layers.0-47.mlp.gate.weight"] + bf16["model.layers.0-47.input_layernorm.weight"] + \
+        bf16["model.layers.0-47.post_attention_layernorm.weight"]
+    assert named == 12_779_520
+    snap = tmp_path / "snapshot"
+    snap.mkdir()
+    (snap / "config.json").write_text((folder / "config.json").read_text())
+    plain = import_config(str(snap / "config.json"))
+    assert plain.weight_dtype == "fp8_block128" and plain.value("unquantized_params") == str(named)
+    assert int(plain.value("params")) == 30_532_122_624   # every tensor but the 1,824,768 block scales
+    # the index a checkpoint carries counts every tensor's bytes; its weight_map names each tensor's shard
+    (snap / "model.safetensors.index.json").write_text(json.dumps({
+        "metadata": {"total_size": stored},
+        "weight_map": {name: file for name, _, _, _, file in tensors if file.startswith("model-")}}))
+    model = import_config(str(snap / "config.json"))
+    assert model.value("checkpoint_bytes") == f"{stored} B"
+    deployment = (f'import "{ROOT}/specs/hardware/h100_sxm.kvspec"\n'
+                  'deployment d "d" {{\n    model = {}\n    hardware = h100_sxm\n    engine = vllm\n}}\n')
+    loaded = cells(model.render() + deployment.format(model.name), tmp_path, "d")
+    assert loaded["weights_loaded_bytes"] == stored
+    # without the index: every weight at 1 B with an FP32 scale per 128 x 128 block, the embeddings, the LM head and
+    # the named modules at 2 B; the checkpoint's scales are BF16 and its q and k norms BF16 too
+    estimated = cells(plain.render() + deployment.format(plain.name), tmp_path, "d")["weights_loaded_bytes"]
+    assert 0 < Fraction(estimated - stored) / stored < Fraction(2, 10_000)
 
 
 @pytest.mark.parametrize("patterns, kept", [

@@ -19,7 +19,8 @@ import openpyxl
 import pytest
 
 from kvdsl.excel.charts import SERIES_PER_CHART, memory_bar_chart
-from render_helpers import mark_sheets, pages_per_sheet, pdf_font_sizes, pdf_pages, render_pdfs, sheet_of, tools_missing
+from render_helpers import (mark_sheets, pages_per_sheet, pdf_font_sizes, pdf_overlaps, pdf_pages, render_pdfs, sheet_of,
+                            tools_missing)
 from workbook_helpers import CATALOG, ROOT, destination, export, recalculate, shared_catalog_export
 
 SMALL = ROOT / "specs" / "deployments" / "mistral_7b_l4.kvspec"
@@ -128,6 +129,29 @@ def test_each_plan_page_shows_the_workload_both_costs_and_names(rendered, workbo
             assert words in lines, (words, page[:300])
         shown = {word.strip(",.():") for word in page.split()} & ids
         assert not shown, f"ids on a Plan page: {sorted(shown)}"
+
+
+# words for the workbook's own machinery, which a reader's page never shows (ids, cell names and units are in
+# the hidden column A and row 2)
+INTERNAL_WORDING = ("base-unit", "base unit", "Block `", "`", "(in formulas)", "cell · unit", "_P0_")
+
+
+@rendering
+@pytest.mark.parametrize("key", ["catalog", "small"])
+def test_no_page_shows_internal_wording(rendered, key):
+    found = [(i + 1, sheet_of(page), words) for i, page in enumerate(rendered[key]) for words in INTERNAL_WORDING
+             if words in page]
+    assert not found, found[:10]
+
+
+@rendering
+@pytest.mark.parametrize("key", ["catalog", "small"])
+def test_no_text_prints_over_other_text(pdfs, rendered, key):
+    """A wrapped title in a row too low for it, or a long text running on over the next page's columns,
+    prints over its neighbours.  The What-if charts' slanted axis labels are left out."""
+    charts = {i + 1 for i, page in enumerate(rendered[key]) if sheet_of(page) == "What-if"}
+    found = [(sheet_of(rendered[key][page - 1]), a, b) for page, a, b in pdf_overlaps(pdfs[key], charts)]
+    assert not found, found[:10]
 
 
 @rendering

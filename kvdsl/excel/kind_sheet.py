@@ -47,6 +47,7 @@ def kind_sheet(writer, wb, kind: str) -> None:
         else:
             text_cell(title, info.title)
         title.alignment = Alignment(wrap_text=True, vertical="top")
+        lines = wrapped_lines(info.title, TITLE_WIDTH, TEXT_CHAR)
         for cell in info.cells:
             key = (name, cell)
             col = columns[cell]
@@ -62,6 +63,10 @@ def kind_sheet(writer, wb, kind: str) -> None:
                 note = f"{rc.span.path}:{rc.span.line}\n{rc.cell.source}"
                 target.comment = Comment(note, "kvdsl", width=420, height=110)
             _widen(widths, col, display_width(writer.values.get(key), target.number_format))
+        if lines > 1:  # a spreadsheet does not fit a row to a formula's text: the row says its height
+            ws.row_dimensions[row].height = ROW_HEIGHT * lines
+            for target in ws[row][2:]:
+                target.alignment = Alignment(vertical="top")
     for cell, rc in headers.items():
         _header(writer, ws, columns[cell], cell, rc)
         if cell in twins:
@@ -80,9 +85,9 @@ def kind_sheet(writer, wb, kind: str) -> None:
         if hidden.get(cell):
             dim = ws.column_dimensions[column_letter(col)]
             dim.outlineLevel, dim.hidden = hidden[cell], True
-    ws.row_dimensions[1].height = 15 * max(2, max(_lines(ws.cell(1, c).value, ws.column_dimensions[column_letter(c)].width)
-                                                  for c in range(1, ws.max_column + 1)
-                                                  if not ws.column_dimensions[column_letter(c)].hidden))
+    shown = [c for c in range(1, ws.max_column + 1) if not ws.column_dimensions[column_letter(c)].hidden]
+    ws.row_dimensions[1].height = ROW_HEIGHT * max(
+        2, max(wrapped_lines(ws.cell(1, c).value, ws.column_dimensions[column_letter(c)].width) for c in shown))
     # the ids and the cells' names and units are for formulas: grouped, a click away (the `+` buttons)
     ws.column_dimensions["A"].outlineLevel, ws.column_dimensions["A"].hidden = 1, True
     ws.row_dimensions[2].outlineLevel, ws.row_dimensions[2].hidden = 1, True
@@ -91,6 +96,8 @@ def kind_sheet(writer, wb, kind: str) -> None:
 
 
 TITLE_WIDTH = 36  # column B: a block's title, wrapped
+ROW_HEIGHT = 15  # points: one line of the workbook's 11 pt text
+BOLD_CHAR, TEXT_CHAR = 1.25, 1.0  # a character's width in column units: a bold header's, a title's
 MAX_WIDTH = 40
 SMALL = 10  # the small print of row 2 (cell name and unit): 8 pt on paper at the block sheets' 80 %
 
@@ -105,13 +112,13 @@ def header_width(label) -> float:
     return max(10, words * 1.25 + 2)
 
 
-def _lines(text, width) -> int:
-    """How many lines a wrapped label takes in a column of `width`."""
+def wrapped_lines(text, width, char: float = BOLD_CHAR) -> int:
+    """How many lines a wrapped text takes in a column of `width`, each character `char` wide."""
     import math
 
     if not text:
         return 1
-    return max(1, math.ceil(len(str(text)) * 1.25 / max(1.0, (width or 10) - 1)))
+    return max(1, math.ceil(len(str(text)) * char / max(1.0, (width or 10) - 1)))
 
 
 def _header(writer, ws, col: int, cell: str, rc, shown_unit: str = "") -> None:

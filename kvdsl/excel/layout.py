@@ -33,8 +33,8 @@ DEPLOYMENT_COLUMNS = (
     "model", "hardware", "gpus", "replicas", "context", "batch", "kv_dtype", "engine", "workload", "utilization",
     "reserve_bytes", "fits", "max_batch", "max_context", "memory_per_gpu", "weights_bytes_per_gpu",
     "kv_budget_bytes_per_gpu", "kv_bytes_per_gpu", "shortfall_bytes_per_gpu", "ttft_seconds", "tpot_seconds",
-    "output_tokens_per_second", "users_served", "meets_targets", "cost_per_month", "cost_per_million_output_tokens",
-    "bound", "engine_kv_cache_tokens", "engine_max_concurrency",
+    "output_tokens_per_second", "users_served", "meets_targets", "cost_per_month", "cost_per_million_tokens",
+    "cost_per_million_output_tokens", "bound", "engine_kv_cache_tokens", "engine_max_concurrency",
 )
 # a model's figures a reader compares; its other cells are grouped and hidden
 MODEL_COLUMNS = ("params", "active_params", "layers", "heads", "kv_heads", "head_dim", "hidden_size", "experts",
@@ -71,8 +71,10 @@ def plan_layout(program: Program, blocks: list) -> Layout:
     return layout
 
 
-def order_columns(layout: Layout, kind: str) -> dict:
-    """Put the columns a reader needs first; returns {cell: outline level} of the ones grouped and hidden."""
+def order_columns(layout: Layout, kind: str, long_texts=frozenset()) -> dict:
+    """Put the columns a reader needs first; returns {cell: outline level} of the ones grouped and hidden.
+    A long text (a source, a note) of a kind without a chosen order is grouped and hidden: on paper it
+    would run on over the next page's columns."""
     columns = layout.columns[kind]
     cells = list(columns)
 
@@ -83,7 +85,7 @@ def order_columns(layout: Layout, kind: str) -> dict:
             return (3 if "." in cell else 2), cells.index(cell)
         if kind == "model":
             return (0, MODEL_COLUMNS.index(cell)) if cell in MODEL_COLUMNS else (2, cells.index(cell))
-        return 0, cells.index(cell)
+        return (2 if cell in long_texts else 0), cells.index(cell)
 
     ordered = sorted(cells, key=rank)
     layout.columns[kind] = {cell: FIRST_COLUMN + i for i, cell in enumerate(ordered)}

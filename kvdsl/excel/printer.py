@@ -40,6 +40,7 @@ MAX_DIGITS = 15  # Excel keeps this many significant digits of a literal
 MAX_FORMULA_CHARS = 8192
 MAX_FUNCTION_NESTING = 64
 MAX_TEXT_LITERAL = 255
+SPLIT_HINT = "write parts of the expression as cells of their own (`let part = ...`) and use them"
 
 _RELATIONAL_OPS = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _SIMPLE_NAME = re.compile(r"[A-Za-z0-9_.$!\\]+")
@@ -367,7 +368,8 @@ def _exact_double(d: float) -> tuple[str, int]:
 def check_limits(text: str) -> None:
     """Reject formulas Excel refuses: too long, or functions nested too deep."""
     if len(text) > MAX_FORMULA_CHARS:
-        raise ExportError(f"the formula has {len(text)} characters; Excel allows {MAX_FORMULA_CHARS}")
+        raise ExportError(f"the formula has {len(text):,} characters; Excel allows {MAX_FORMULA_CHARS:,}",
+                          hint=SPLIT_HINT)
     if text.count("(") <= MAX_FUNCTION_NESTING:
         return
     stack, calls, quote = [], 0, None
@@ -383,7 +385,7 @@ def check_limits(text: str) -> None:
             calls += call
             if calls > MAX_FUNCTION_NESTING:
                 raise ExportError(f"the formula nests functions deeper than Excel's "
-                                  f"{MAX_FUNCTION_NESTING} levels")
+                                  f"{MAX_FUNCTION_NESTING} levels", hint=SPLIT_HINT)
         elif ch == ")" and stack:
             calls -= stack.pop()
 

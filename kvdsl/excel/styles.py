@@ -20,28 +20,29 @@ def highlights(writer, wb) -> None:
     from openpyxl.styles.numbers import NumberFormat
 
     yes_no = NumberFormat(numFmtId=500, formatCode=YES_NO)
-    red = DifferentialStyle(fill=PatternFill("solid", fgColor="F4CCCC", bgColor="F4CCCC"), numFmt=yes_no)
-    if "deployment" in writer.layout.blocks:
-        _red_results(writer, wb[SHEETS["deployment"]], red)
+    fill = PatternFill("solid", fgColor="F4CCCC", bgColor="F4CCCC")
+    if "deployment" in writer.layout.blocks:  # a condition's red cell still reads Yes/No; a figure keeps its format
+        _red_results(writer, wb[SHEETS["deployment"]], DifferentialStyle(fill=fill, numFmt=yes_no), DifferentialStyle(fill=fill))
     for sheet, coordinates in writer.booleans.items():
         wb[sheet].conditional_formatting.add(" ".join(coordinates),
                                              Rule(type="expression", formula=["TRUE"],
                                                   dxf=DifferentialStyle(numFmt=yes_no)))
 
 
-def _red_results(writer, ws, red) -> None:
+def _red_results(writer, ws, red_condition, red_figure) -> None:
     """Red where a result cannot hold: the memory figures where the deployment does not fit, `meets_targets`
-    where it misses them (conditions the prelude states, never a threshold here)."""
+    where it misses them (conditions the prelude states, never a threshold here); on the column a reader sees."""
     from openpyxl.formatting.rule import Rule
 
     first, last = HEADER_ROWS + 1, HEADER_ROWS + len(writer.layout.blocks["deployment"])
-    columns = writer.layout.columns["deployment"]
+    columns, twins = writer.layout.columns["deployment"], writer.human.get("deployment", {})
     for cell, condition in (("fits", "fits"), ("meets_targets", "meets_targets"), ("shortfall_bytes_per_gpu", "fits"),
                             ("kv_budget_bytes_per_gpu", "fits"), ("max_batch", "fits")):
         if cell not in columns or condition not in columns:
             continue
-        letter = column_letter(columns[cell])
+        letter = column_letter(twins[cell].column if cell in twins else columns[cell])
         test = f"NOT(${column_letter(columns[condition])}{first})"
+        red = red_condition if cell == condition else red_figure
         ws.conditional_formatting.add(f"{letter}{first}:{letter}{last}", Rule(type="expression", formula=[test], dxf=red))
 
 

@@ -12,7 +12,7 @@ def summary_sheet(writer, wb) -> None:
     """Each deployment's answers in planners' units: GiB, tokens, sequences; models, GPUs, formats and engines by name."""
     from openpyxl.styles import Alignment, Font
 
-    from .kind_sheet import display_width, header_width
+    from .kind_sheet import ROW_HEIGHT, TEXT_CHAR, TITLE_WIDTH, display_width, header_width, wrapped_lines
     from .lists import name_of
 
     ws = wb.create_sheet("Summary")
@@ -35,6 +35,7 @@ def summary_sheet(writer, wb) -> None:
     for i, name in enumerate(writer.layout.blocks["deployment"], start=2):
         ws.cell(i, 1).value = "=" + writer.title_cell(name)
         ws.cell(i, 1).alignment = Alignment(wrap_text=True, vertical="top")
+        lines = wrapped_lines(writer.program.blocks[name].title, TITLE_WIDTH, TEXT_CHAR)
         writer.formulas += 1
         for col, (_, cell, fmt) in enumerate(columns[1:], start=2):
             target = ws.cell(i, col)
@@ -56,7 +57,14 @@ def summary_sheet(writer, wb) -> None:
                 writer.booleans.setdefault(ws.title, []).append(target.coordinate)
             widths[col] = max(widths[col], display_width(value, target.number_format))
             writer.formulas += 1
+            if lines > 1:
+                target.alignment = Alignment(vertical="top")
+        if lines > 1:  # a spreadsheet does not fit a row to a formula's text: the row says its height
+            ws.row_dimensions[i].height = ROW_HEIGHT * lines
     ws.freeze_panes = "B2"
-    ws.column_dimensions["A"].width = 36
+    ws.column_dimensions["A"].width = TITLE_WIDTH
     for col in range(2, len(columns) + 1):
         ws.column_dimensions[column_letter(col)].width = min(widths[col], 30)
+    # a spreadsheet does not fit a row's height to wrapped text when it opens the file: each row says its own
+    ws.row_dimensions[1].height = ROW_HEIGHT * max(wrapped_lines(title, ws.column_dimensions[column_letter(col)].width)
+                                                   for col, (title, _, _) in enumerate(columns, start=1))

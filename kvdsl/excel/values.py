@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 
+from ..dims import PRELUDE_SHOWN
 from ..errors import ExportError
 from ..graph import Key, Origin
 from ..units import Dim
@@ -23,7 +24,9 @@ def sheet_value(writer, target, key: Key) -> None:
     """A cell on its kind's sheet; a deployment's typed cell reads the Plan sheet in base units."""
     if writer.plan is not None and key in writer.plan.inputs:
         target.value = writer.plan.reference(key)
-        target.number_format = number_format(writer.program.cells[key].dim, writer.values.get(key))
+        rc = writer.program.cells[key]
+        share = isinstance(rc.dim, Dim) and human_unit(rc.dim, bounds(writer.program, key)).unit == "%"
+        target.number_format = "0%" if share else number_format(rc.dim, writer.values.get(key))
         writer.formulas += 1
         return
     write_value(writer, target, key)
@@ -73,12 +76,33 @@ def human_cell(writer, ws, row: int, key: Key, base):
     else:
         figure = name_of(twin.names, base.coordinate) if twin.names else f"{base.coordinate}{twin.unit.from_base()}"
         shown.value = f'=IF(ISNA({base.coordinate}),"n/a",{figure})' if twin.na else f"={figure}"
+        if isinstance(writer.values.get(key), bool):
+            writer.booleans.setdefault(ws.title, []).append(shown.coordinate)
     writer.formulas += 1
     return shown
 
 
 def write_value(writer, target, key: Key) -> None:
-    """The value or formula of a cell, as the spec gives it."""
+    """The value or formula of a cell, as the spec gives it; one Excel refuses is an error at the text that made it."""
+    try:
+        _write_value(writer, target, key)
+    except ExportError as exc:
+        if exc.span is not None:
+            raise
+        raise at_cell(writer.program, key, exc) from None
+
+
+def at_cell(program, key: Key, exc: ExportError) -> ExportError:
+    """`exc`, unpositioned, at the cell `key`: its own line when a user wrote it; for a rule of the prelude
+    run in a user's block, that block's name (the prelude's line is named in the message)."""
+    rc, info = program.cells[key], program.blocks[key[0]]
+    if info.prelude or not rc.span.path.startswith(PRELUDE_SHOWN):
+        return ExportError(exc.message, rc.span, exc.hint)
+    return ExportError(f"`{key[1]}` of {info.kind} `{key[0]}` (the prelude's rule at {rc.span.path}:{rc.span.line}): "
+                       f"{exc.message}", info.block.name_span, exc.hint)
+
+
+def _write_value(writer, target, key: Key) -> None:
     rc = writer.program.cells[key]
     value = writer.values.get(key)
     if rc.scope and rc.origin == Origin.ENGINE and (rc.scope, rc.local_name) in writer.program.cells:

@@ -57,7 +57,7 @@ class WorkbookWriter:
         self.layout = plan_layout(program, self.blocks)
         self.choices = choice_names(program, self.layout)
         self.lists: dict = {}  # kind -> the range of its names on the Lists sheet
-        self.hidden = {kind: order_columns(self.layout, kind) for kind in self.layout.columns}
+        self.hidden = {kind: order_columns(self.layout, kind, self._long_texts(kind)) for kind in self.layout.columns}
         self.human = {kind: twin_columns(program, self.values, self.layout, kind, self.hidden[kind], self.choices)
                       for kind in self.layout.columns}
         self.formulas = 0
@@ -96,6 +96,13 @@ class WorkbookWriter:
         """The cell holding a block's title, as a formula reads it from another sheet."""
         kind = self.program.blocks[block].kind
         return f"'{self.sheet_of(kind)}'!$B${self.layout.rows[block]}"
+
+    def _long_texts(self, kind: str) -> set:
+        """The cells of `kind` whose text is wider than a column gets on some block (a source, a note)."""
+        from .kind_sheet import MAX_WIDTH, display_width
+
+        return {cell for name in self.layout.blocks[kind] for cell in self.program.blocks[name].cells
+                if isinstance(self.values.get((name, cell)), str) and display_width(self.values[(name, cell)], "@") > MAX_WIDTH}
 
     def _title_now(self, block: str):
         """The title a deployment's or workload's inputs give, as formula text; None for other kinds."""
