@@ -51,6 +51,16 @@ def text_of_numbers(dims: list):
     return "text"  # names.TEXT
 
 
+def plain_number(dims: list):
+    """The rule of `ln`: a plain number (no unit) in, a plain number out."""
+    from .units import NUMBER
+
+    real = [d for d in dims if d is not None]
+    if any(d != NUMBER for d in real):
+        raise MixedDimensions([NUMBER] + [d for d in real if d != NUMBER])
+    return NUMBER
+
+
 def condition(dims: list):
     """The rule of a test of numbers (`whole`): arguments of one dimension, a condition as result."""
     same_dimension(dims)
@@ -138,6 +148,12 @@ def _fixed(args) -> str:
     return "-" + text if x < 0 and units else text
 
 
+def _ln(args) -> Fraction:
+    if args[0] <= 0:
+        raise ValueError("the logarithm of a number at or below 0")
+    return Fraction(math.log(args[0]))
+
+
 def _float_int(args) -> Fraction:
     """Python's `int(a / b * c)` in 64-bit floats: `int(17 / 7 * 98)` is 237, where exactly it is 238."""
     a, b, c = (float(x) for x in args)
@@ -190,6 +206,10 @@ FUNCTIONS = {f.name: f for f in (
              numpy=lambda args: snapped(args[0]) == _numpy().floor(snapped(args[0])),
              excel=lambda args: f"INT({args[0]})={args[0]}", dims=condition, excel_binds=COMPARISON,
              summary="true when the value is a whole number (`whole(gpus)`)"),
+    # a float's logarithm, kept as the Fraction of that float (as a fractional power is)
+    Function("ln", 1, 1, exact=_ln, sympy=lambda args: _sympy().log(args[0]),
+             numpy=lambda args: _numpy().log(args[0]), excel=_call("LN"), dims=plain_number, sympy_head="log",
+             summary="the natural logarithm"),
     # what a program that divides and multiplies in floats reports (vLLM's token count): the NumPy form
     # computes in the same doubles and truncates without snapping; Excel and SymPy give the exact floor
     Function("float_int", 3, 3, exact=_float_int, sympy=lambda args: _truncated(args[0] / args[1] * args[2]),

@@ -4,13 +4,11 @@
 largest batch each holds within the workload's latency targets by one
 bisection over all of them, ranks those that serve the workload by cost
 (each checked on the exact rules) and finds the verdict of the cheapest that
-do not.  `Point` re-evaluates one deployment at other counts
-(benchmarks/calibrate.py).
+do not.
 """
 
 from __future__ import annotations
 
-from collections import ChainMap
 from fractions import Fraction
 from typing import Optional
 
@@ -20,9 +18,9 @@ from .plan_candidates import ENGINES, STAND_INS, Candidate
 
 
 MAX_BATCH = 4096  # engines schedule at most a few thousand sequences at once
-LAYOUT = ("gpus", "pipeline_stages", "batch", "replicas")
+LAYOUT = ("gpus", "pipeline_stages", "batch", "replicas", "attention_data_parallel", "expert_parallel", "prefill_gpus")
 # the figures a candidate is judged and ranked by
-VECTOR_OUTPUTS = ("fits", "max_batch", "meets_ttft", "meets_tpot", "meets_targets", "cost_per_month",
+VECTOR_OUTPUTS = ("fits", "max_batch", "meets_ttft", "meets_tpot", "keeps_up", "meets_targets", "cost_per_month",
                   "engine_runs_tensor_parallel", "weights_bytes_per_gpu")
 OPTION_OUTPUTS = ("ttft_seconds", "tpot_seconds", "output_tokens_per_second_per_gpu", "cost_per_month",
                   "cost_per_million_output_tokens", "verdict", "launch_command", "launch_note", "meets_targets",
@@ -51,6 +49,9 @@ class Planner:
                                                                   + self.requirements, affected))
                              if k not in varied and k[0] not in self.stand_ins.values()
                              and program.cells[k].form in ("rule", "input", "require")]
+        # the cells the batch and the copies change: all a bisection step recomputes
+        counted = depends_on(program, (block, "batch")) | depends_on(program, (block, "replicas"))
+        self.count_order = [k for k in self.vector_order if k in counted]
 
     # ---- the values a candidate sets ----------------------------------------------
 
@@ -58,6 +59,8 @@ class Planner:
         """(block, cell) -> value: the candidate's blocks in the stand-ins' place, and its counts."""
         values = {(self.block, "gpus"): Fraction(c.gpus), (self.block, "pipeline_stages"): Fraction(c.pipeline_stages),
                   (self.block, "batch"): Fraction(batch), (self.block, "replicas"): Fraction(replicas),
+                  (self.block, "attention_data_parallel"): Fraction(c.attention_data_parallel),
+                  (self.block, "expert_parallel"): Fraction(c.expert_parallel), (self.block, "prefill_gpus"): Fraction(c.prefill_gpus),
                   (self.block, "engine"): c.engine}
         for cell, stand_in in self.stand_ins.items():
             real = getattr(c, cell)
@@ -78,6 +81,9 @@ class Planner:
         columns = {(block, "gpus"): [c.gpus for c in candidates],
                    (block, "pipeline_stages"): [c.pipeline_stages for c in candidates],
                    (block, "batch"): [1] * len(candidates), (block, "replicas"): [1] * len(candidates),
+                   (block, "attention_data_parallel"): [c.attention_data_parallel for c in candidates],
+                   (block, "expert_parallel"): [c.expert_parallel for c in candidates],
+                   (block, "prefill_gpus"): [c.prefill_gpus for c in candidates],
                    (block, "engine"): [c.engine for c in candidates]}
         out = {key: _column(column) for key, column in columns.items()}
         for cell, stand_in in self.stand_ins.items():
@@ -91,8 +97,12 @@ class Planner:
                     out[(stand_in, name)] = _column([self.base.get((real, name)) for real in names])[index]
         return out
 
-    def _vector(self, columns: dict, batch, replicas) -> dict:
-        """Every candidate's values at once: NumPy arrays over the candidates."""
+    def _vector(self, columns: dict, batch, replicas, known: Optional[dict] = None) -> dict:
+        """Every candidate's values at once: NumPy arrays over the candidates.
+
+        `known` holds the values that do not depend on the batch or the copies (of these candidates):
+        only the others are computed again.
+        """
         import numpy as np
 
         from .vector import vector_value
@@ -101,10 +111,22 @@ class Planner:
         values.update(columns)
         values[(self.block, "batch")] = np.asarray(batch, dtype=float)
         values[(self.block, "replicas")] = np.asarray(replicas, dtype=float)
+        if known is not None:
+            values.update(known)
         with np.errstate(all="ignore"):
-            for key in self.vector_order:
+            for key in self.count_order if known is not None else self.vector_order:
                 values[key] = vector_value(self.program.cells[key].expr, values)
         return values
+
+    def _known(self, first: dict, live, size: int) -> dict:
+        """The values of `first` the batch and the copies do not change, for the candidates `live` of `size`."""
+        counted = set(self.count_order)
+        out = {}
+        for key in self.vector_order:
+            if key not in counted:
+                value = first[key]
+                out[key] = value[live] if getattr(value, "shape", None) == (size,) else value
+        return out
 
     def _holds(self, values: dict, cells: tuple, candidates: list):
         import numpy as np
@@ -138,7 +160,7 @@ class Planner:
         everything = self.columns(candidates)
         ones = np.ones(len(candidates))
         first = self._vector(everything, ones, ones)
-        start = self._holds(first, ("fits", "meets_ttft", "meets_tpot"), candidates)
+        start = self._holds(first, ("fits", "keeps_up", "meets_ttft", "meets_tpot"), candidates)
         # the batch: the largest each engine holds within the latency targets, by one bisection over
         # every candidate that starts (the time per token grows with the batch)
         live = np.flatnonzero(start)
@@ -147,12 +169,13 @@ class Planner:
         limit = min(MAX_BATCH, self.users)
         top = np.minimum(np.nan_to_num(np.asarray(first[(self.block, "max_batch")], dtype=float)[live], nan=1), limit)
         good, bad = np.ones(len(live), dtype=int), np.maximum(top, 1).astype(int) + 1
+        known = self._known(first, live, len(candidates))
         while np.any(bad - good > 1):
             mid = np.where(bad - good > 1, (good + bad) // 2, good)
-            ok = self._holds(self._vector(columns, mid, np.ones(len(live))), ("fits", "meets_ttft", "meets_tpot"), subset)
+            ok = self._holds(self._vector(columns, mid, np.ones(len(live)), known), ("fits", "keeps_up", "meets_ttft", "meets_tpot"), subset)
             good, bad = np.where(ok, mid, good), np.where(ok | (mid == good), bad, mid)
         replicas = -(-self.users // good)
-        final = self._vector(columns, good, replicas)
+        final = self._vector(columns, good, replicas, known)
         met = self._holds(final, ("meets_targets",), subset)
         costs = np.asarray(final[(self.block, "cost_per_month")], dtype=float)
         options = self._options(subset, good, replicas, met, costs, checked)
@@ -167,7 +190,7 @@ class Planner:
         best: dict = {}
         for i in np.flatnonzero(met):
             c = candidates[i]
-            layout = (c.hardware, c.engine, c.gpus, c.pipeline_stages)
+            layout = (c.hardware, c.engine, c.gpus, c.pipeline_stages, c.attention_data_parallel, c.expert_parallel, c.prefill_gpus)
             if layout not in best or costs[i] < costs[best[layout]]:
                 best[layout] = i
         engines = {e: n for n, e in enumerate(ENGINES)}
@@ -224,6 +247,7 @@ def _column(values: list):
 def _option(c: Candidate, batch: int, replicas: int, exact: dict) -> dict:
     number = lambda cell: float(exact[cell])  # noqa: E731
     return {"hardware": c.hardware, "engine": c.engine, "gpus": c.gpus, "pipeline_stages": c.pipeline_stages,
+            "attention_data_parallel": c.attention_data_parallel, "expert_parallel": c.expert_parallel, "prefill_gpus": c.prefill_gpus,
             "replicas": replicas, "weight_dtype": c.weight_dtype, "kv_dtype": c.kv_dtype, "batch": batch,
             "ttft_seconds": number("ttft_seconds"), "tpot_seconds": number("tpot_seconds"),
             "output_tokens_per_second_per_gpu": number("output_tokens_per_second_per_gpu"),
@@ -255,58 +279,3 @@ class _Lazy(dict):
             return self[key]
         except KeyError:
             return default
-
-
-# the cells of one block `Point` evaluates (benchmarks/calibrate.py)
-OUTPUTS = ("fits", "meets_targets", "max_batch", "tpot_seconds", "ttft_seconds", "output_tokens_per_second",
-           "roofline_tpot_seconds", "roofline_ttft_seconds",
-           "output_tokens_per_second_per_gpu",
-           "cost_per_month", "cost_per_million_output_tokens", "users_served", "weights_bytes_per_gpu",
-           "usable_bytes_per_gpu", "engine_runs_tensor_parallel")
-VARIED = ("gpus", "batch", "replicas")
-
-
-class Point:
-    """One deployment block whose `gpus`, `batch` and `replicas` are re-evaluated cheaply.
-
-    `also` names more of the block's cells to vary the same way (`prompt_tokens`).
-    """
-
-    def __init__(self, program, base: dict, block: str, also: tuple = ()):
-        from .search import ancestors, depends_on
-
-        self.program, self.base, self.block = program, base, block
-        self.also = tuple(also)
-        varied = VARIED + self.also
-        affected = set()
-        for cell in varied:
-            affected |= depends_on(program, (block, cell))
-        requirements = [(block, name) for name in program.blocks[block].requirements]
-        wanted = ancestors(program, [(block, c) for c in OUTPUTS] + requirements, affected)
-        self.order = [k for k in program.in_order(wanted) if not (k[0] == block and k[1] in varied)
-                      and program.cells[k].form in ("rule", "input", "require")]
-
-    def at(self, gpus: int, batch: int, replicas: int, **also) -> "_BlockView":
-        """The block's cells (those re-evaluated, and the rest as they were) at these counts and `also` values."""
-        changed = {(self.block, cell): Fraction(value) for cell, value in zip(VARIED, (gpus, batch, replicas))}
-        changed.update(((self.block, cell), Fraction(also[cell])) for cell in self.also)
-        values = ChainMap(changed, self.base)
-        for key in self.order:
-            try:
-                changed[key] = evaluate_expr(self.program.cells[key].expr, values)
-            except (_Unknown, ArithmeticError, ValueError, KvdslError):
-                changed[key] = None
-        return _BlockView(self.block, values)
-
-
-class _BlockView:
-    """One block's values by cell name."""
-
-    def __init__(self, block: str, values):
-        self.block, self.values = block, values
-
-    def get(self, cell: str, default=None):
-        return self.values.get((self.block, cell), default)
-
-    def __getitem__(self, cell: str):
-        return self.values[(self.block, cell)]

@@ -21,11 +21,10 @@ def render(result: Plan, top: int = 15, why: int = 8) -> str:
             lines.append("  no option serves the workload within its targets")
         else:
             rows = _rows(options)
-            lines.append(f"  {'hardware':12} {'engines':18} {'GPUs x copies':>13} {'weights':>7} {'KV':>5} {'batch':>6} "
+            lines.append(f"  {'hardware':12} {'engines':18} {'GPUs x copies':>18} {'weights':>7} {'KV':>5} {'batch':>6} "
                          f"{'TTFT':>8} {'TPOT':>8} {'tok/s/GPU':>9} {'USD/month':>11} {'USD/1M tok':>10}")
             for o, engines in rows[:top]:
-                layout = f"{o['gpus']}" + (f" ({o['gpus'] // o['pipeline_stages']}x{o['pipeline_stages']})" if o["pipeline_stages"] > 1 else "")
-                lines.append(f"  {o['hardware']:12} {'/'.join(engines):18} {layout + ' x ' + str(o['replicas']):>13} "
+                lines.append(f"  {o['hardware']:12} {'/'.join(engines):18} {layout_text(o) + ' x ' + str(o['replicas']):>18} "
                              f"{o['weight_dtype']:>7} {o['kv_dtype']:>5} {o['batch']:>6,} {o['ttft_seconds'] * 1000:>6,.0f}ms "
                              f"{o['tpot_seconds'] * 1000:>6,.1f}ms {o['output_tokens_per_second_per_gpu']:>9,.0f} "
                              f"{o['cost_per_month']:>11,.0f} {o['cost_per_million_output_tokens']:>10,.2f}")
@@ -42,7 +41,22 @@ def render(result: Plan, top: int = 15, why: int = 8) -> str:
     return "\n".join(lines)
 
 
-SAME = ("hardware", "gpus", "pipeline_stages", "replicas", "weight_dtype", "kv_dtype", "batch", "cost_per_month")
+def layout_text(o: dict) -> str:
+    """An option's GPUs per copy: `2 (1x2)` for 2 pipeline stages of 1, `8 DEP8` for 8 attention replicas with the
+    experts over 8 GPUs, `8 TP8 EP8` for tensor-parallel attention with them, `4 + 2P` beside 2 prefill GPUs."""
+    text = f"{o['gpus']}"
+    if o["pipeline_stages"] > 1:
+        text += f" ({o['gpus'] // o['pipeline_stages']}x{o['pipeline_stages']})"
+    if o["attention_data_parallel"] > 1:
+        text += f" DEP{o['expert_parallel']}" if o["attention_data_parallel"] == o["expert_parallel"] == o["gpus"] else \
+            f" DP{o['attention_data_parallel']} EP{o['expert_parallel']}"
+    elif o["expert_parallel"] > 1:
+        text += f" TP{o['gpus']} EP{o['expert_parallel']}"
+    return text + (f" + {o['prefill_gpus']}P" if o["prefill_gpus"] else "")
+
+
+SAME = ("hardware", "gpus", "pipeline_stages", "attention_data_parallel", "expert_parallel", "prefill_gpus", "replicas",
+        "weight_dtype", "kv_dtype", "batch", "cost_per_month")
 
 
 def _rows(options: list) -> list:

@@ -126,11 +126,15 @@ def _solve(program: Program, block: str, cell: str, symbolic, others: bool, unch
             solution.message = "no closed form: the condition reads more rules than a formula a reader could follow"
     if expanded is not None:
         x, expander, constraint = expanded
-        _check_monotone_form(constraint, x, block, cell, integer)
         env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
-        zeros = {sym: 0 for sym, value in env.items() if value == 0 and expander.symbols[sym] not in keep}
+        # the cells at 0 or false now are fixed there (a prefill pool of no GPUs, an engine without a batch limit):
+        # the conditions they decide drop out
+        zeros = {sym: (sp.false if value is sp.false else 0) for sym, value in env.items()
+                 if (value is sp.false or value == 0) and expander.symbols[sym] not in keep}
+        constraint = constraint.xreplace(zeros)
+        _check_monotone_form(constraint, x, block, cell, integer)
         try:
-            bounds = relaxed_bounds(constraint.xreplace(zeros), x, env)
+            bounds = relaxed_bounds(constraint, x, env)
         except TooLarge as exc:
             expanded, solution.message = None, f"no closed form: {exc.message}"
         else:

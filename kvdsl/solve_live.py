@@ -20,7 +20,7 @@ from .solve_algebra import (gaps, larger_than, pieces, real_number, real_roots, 
 from .symbolic import TooLarge, to_rational
 
 
-def live_form(program: Program, block: str, cell: str, assume_zeros: bool = False):
+def live_form(program: Program, block: str, cell: str, assume_zeros=False):
     """A closed form for the answer over every regime, for a workbook formula.
 
     Returns (expression, expander, assumed): the expression's symbols are the
@@ -28,7 +28,8 @@ def live_form(program: Program, block: str, cell: str, assume_zeros: bool = Fals
     the floor of the tightest bound, the smallest the ceiling of the loosest.
     With `assume_zeros`, the cells that are 0 (or false) now are fixed there,
     which drops the regimes they switch off (sliding layers in a model
-    without any); `assumed` names them.
+    without any); `assumed` names them.  A set of names for `assume_zeros`
+    fixes only those of them.
     """
     target = find_key(program, block, cell)
     solution = solve(program, block, cell)
@@ -42,37 +43,31 @@ def live_form(program: Program, block: str, cell: str, assume_zeros: bool = Fals
         raise NoLiveForm(exc.message) from None
     if larger_than(constraint, LIVE_FORM_NODES):
         raise NoLiveForm(f"the closed form of `{block}.{cell}` is too large for a formula")
-    if any(r.has(x) and not isinstance(r, (sp.Le, sp.Lt, sp.Ge, sp.Gt)) for r in relations(constraint)):
-        raise NoLiveForm(f"`{block}.{cell}` must also meet `==` or `!=` conditions: no formula follows them")
     assumed = []
     if assume_zeros:
         values = evaluate(program, unchecked=frozenset(k for k, rc in program.cells.items() if rc.form == "require"))
         zeros = {}
         for symbol, key in expander.symbols.items():
             value = values.get(key)
-            if key != target and (value is False or (not isinstance(value, bool) and value == 0)):
+            chosen = assume_zeros is True or str(symbol) in assume_zeros
+            if key != target and chosen and (value is False or (not isinstance(value, bool) and value == 0)):
                 zeros[symbol] = sp.false if value is False else 0
                 assumed.append(str(symbol))
         constraint = constraint.subs(zeros)
+    guarded = [g for g in (_guarded(r, x) for r in relations(constraint)) if g is not None]
+    if any(r.has(x) and not isinstance(r, (sp.Le, sp.Lt, sp.Ge, sp.Gt)) and _guarded(r, x) not in guarded
+           for r in relations(constraint)):
+        raise NoLiveForm(f"`{block}.{cell}` must also meet `==` or `!=` conditions: no formula follows them")
     per_relation = []
     for gap in gaps(constraint, x):
-        step = rounding_step(gap, x)
-        gap = relax(gap.rewrite(sp.Piecewise) if gap.has(sp.Min, sp.Max) else gap)
-        branches = []
-        for piece, condition in pieces(gap):
-            if not piece.has(x):
-                continue
-            roots = real_roots(piece, x)
-            if roots:
-                root = unbounded_where_zero(roots[0])
-                branches.append((root, condition.subs(x, root)))
-        if branches:
-            branches[-1] = (branches[-1][0], sp.true)
-            bound = sp.Piecewise(*branches)
-            if step is not None:  # x is charged in whole blocks: the answer is a whole number of them
-                rounded = sp.floor if solution.direction == "max" else sp.ceiling
-                bound = rounded(bound / step) * step
+        bound = _bound(gap, x, solution.direction)
+        if bound is not None:
             per_relation.append(bound)
+    for free, relation in guarded:  # no bound where the condition without x holds (no batch limit, no prefill pool)
+        bound = _bound(gaps(relation, x)[0], x, solution.direction)
+        if bound is not None:
+            loosest = sp.oo if solution.direction == "max" else sp.S.Zero  # (x is positive)
+            per_relation.append(sp.Piecewise((loosest, free), (bound, True)))
     if not per_relation:
         raise SolveError(f"cannot write `{block}.{cell}` as a formula")
     combine = sp.Min if solution.direction == "max" else sp.Max
@@ -81,6 +76,39 @@ def live_form(program: Program, block: str, cell: str, assume_zeros: bool = Fals
         expr = sp.floor(expr) if solution.direction == "max" else sp.ceiling(expr)
     _check_live_form(program, block, cell, expr, expander, solution)
     return expr, expander, sorted(assumed)
+
+
+def _guarded(relation, x):
+    """(condition without x, inequality in x) of `relation` when it is `either or`, the first free of x; else None."""
+    if not isinstance(relation, sp.Or):
+        return None
+    free = [a for a in relation.args if not a.has(x)]
+    bound = [a for a in relation.args if a.has(x)]
+    if free and len(bound) == 1 and isinstance(bound[0], (sp.Le, sp.Lt, sp.Ge, sp.Gt)):
+        return sp.Or(*free), bound[0]
+    return None
+
+
+def _bound(gap, x, direction: str):
+    """The bound on x of one relation `gap <= 0` over its regimes, or None when no regime has a root in closed form."""
+    step = rounding_step(gap, x)
+    gap = relax(gap.rewrite(sp.Piecewise) if gap.has(sp.Min, sp.Max) else gap)
+    branches = []
+    for piece, condition in pieces(gap):
+        if not piece.has(x):
+            continue
+        roots = real_roots(piece, x)
+        if roots:
+            root = unbounded_where_zero(roots[0])
+            branches.append((root, condition.subs(x, root)))
+    if not branches:
+        return None
+    branches[-1] = (branches[-1][0], sp.true)
+    bound = sp.Piecewise(*branches)
+    if step is not None:  # x is charged in whole blocks: the answer is a whole number of them
+        rounded = sp.floor if direction == "max" else sp.ceiling
+        bound = rounded(bound / step) * step
+    return bound
 
 
 LIVE_FORM_NODES = 4000  # a constraint larger than this (every engine rule expanded) is not written as a formula

@@ -75,8 +75,8 @@ def test_catalog_imports_bring_the_catalog_s_blocks(tmp_path):
 
 
 def test_explain_shows_small_values_with_significant_digits():
-    r = cli("explain", LLAMA, "prefill_seconds", "--depth", "1", code=0)
-    assert "16,384 tokens * 8.738 us/token" in r.stdout and " 0 seconds/token" not in r.stdout
+    r = cli("explain", LLAMA, "communication_seconds", "--depth", "1", code=0)
+    assert "(38 us + 48 tokens * 16.00 KiB/token" in r.stdout and " 0 seconds/token" not in r.stdout
     from fractions import Fraction
 
     from kvdsl.display import format_value, plain_number

@@ -227,7 +227,7 @@ def test_hover_on_max_batch_gives_the_value_eval_prints(session, deployment):
     reply = session.hover(uri, *_position(DEPLOYMENT, "max_batch - batch", 3))
     text = reply.contents.value
     assert f"**max_batch** = `{expected}`" in text
-    assert "max_batch = if engine_runs_tensor_parallel then engine.max_batch" in text  # its rule
+    assert "max_batch = if engine_runs_tensor_parallel and engine_runs_parallel_layout then min(memory_max_batch, engine_max_batch_size)" in text  # its rule
     assert "kvdsl/prelude/engines.kvspec" in text and "prelude defaults" in text
 
 

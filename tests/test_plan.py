@@ -44,7 +44,8 @@ def test_plan_json_contract_and_ranking():
     plan = json.loads(out)
     assert plan["workload"] == "chat_workload"
     assert plan["options"], "some option serves the chat_workload"
-    keys = {"model", "hardware", "engine", "gpus", "pipeline_stages", "replicas", "weight_dtype", "kv_dtype", "batch",
+    keys = {"model", "hardware", "engine", "gpus", "pipeline_stages", "attention_data_parallel", "expert_parallel", "prefill_gpus",
+            "replicas", "weight_dtype", "kv_dtype", "batch",
             "ttft_seconds", "tpot_seconds", "output_tokens_per_second_per_gpu", "cost_per_month",
             "cost_per_million_output_tokens", "engine_max_concurrency", "verdict", "launch", "launch_note"}
     for option in plan["options"]:

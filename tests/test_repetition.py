@@ -208,7 +208,7 @@ def test_the_language_server_hovers_and_finds_functions_and_families():
 
 def test_the_prelude_says_the_stage_table_once():
     text = (ROOT / "kvdsl" / "prelude" / "engine_vllm.kvspec").read_text(encoding="utf-8")
-    assert len(text.splitlines()) < 230
+    assert len(text.splitlines()) < 250  # with the scheduler limits and the parallel layouts
     assert not re.search(r"_[2-8]\b", text)  # no numbered copies
     prelude = "".join(p.read_text(encoding="utf-8") for p in (ROOT / "kvdsl" / "prelude").glob("*.kvspec"))
     assert prelude.count("fn counted_stages() = 8") == 1 and "pipeline_stages > 8" not in prelude

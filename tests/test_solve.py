@@ -484,9 +484,10 @@ def test_explain_shows_the_formula_where_it_is_written(explanation):
     lines = explanation.splitlines()
     assert lines[0] == f"{SWEEP_BLOCK}.max_batch = 31"
     assert lines.pop(1).startswith("Concurrent users that fit: ")  # its label
-    # the deployment's max_batch is its engine's, here the ideal accounting's
+    # the deployment's max_batch is what its engine's cache holds, at most its scheduler's limit (here the ideal
+    # accounting's, which has none)
     number, formula = next((i, line.split("=", 1)[1].strip()) for i, line in enumerate((PRELUDE / "engines.kvspec").read_text().splitlines(), 1)
-                           if line.strip().startswith("max_batch = if") and "engine.max_batch" in line)
+                           if line.strip().startswith("max_batch = if") and "engine_max_batch_size" in line)
     assert lines[1].startswith(f"max_batch = {formula}")
     assert f"engines.kvspec:{number}]" in lines[1]
     at = next(i for i, line in enumerate(lines) if line.strip().startswith("ideal_max_batch = "))
@@ -496,7 +497,7 @@ def test_explain_shows_the_formula_where_it_is_written(explanation):
     # the branch the values take (32,768 tokens is within the context limit), substituted,
     # then the value (by hand: 38.83 GiB budget, 80 x 512 x 32,768 x 1 B = 1.25 GiB)
     budget = 81559 * MIB * UTILIZATION - Fraction("70.55e9") * 2 / 4
-    assert lines[at + 1].strip() == (f"= max(floor({float(budget / GIB):.2f} GiB / {80 * 512 * 32768 / GIB:.2f} GiB), 0)"
+    assert lines[at + 1].strip() == (f"= max(floor({float(budget / GIB):.2f} GiB / {80 * 512 * 32768 / GIB:.2f} GiB), 0) * 1"
                                      "  (as 32,768 tokens <= 131,072 tokens)")
     assert lines[at + 2].strip() == "= 31"
     for cell in ("kv_budget_bytes_per_gpu", "kv_bytes_per_sequence_per_gpu", "paged_context"):

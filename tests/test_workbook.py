@@ -310,7 +310,9 @@ def test_the_prompt_typed_on_the_plan_moves_speed_and_cost_as_eval_set_does(reca
         engines.append(book)
     for cell in ("ttft_seconds", "tpot_seconds", "cost_per_million_tokens", "cost_per_million_output_tokens"):
         want = after["mistral_7b_l4"]["cells"][cell]["value"]
-        assert want != before[cell]["value"], cell
+        # (the time per token, and so the answer's cost, stay: a step reads the weights and a 4,096-token window
+        # whatever the prompt, and the prompt work it carries is under a token)
+        assert (want != before[cell]["value"]) is (cell in ("ttft_seconds", "cost_per_million_tokens")), cell
         for engine in engines:
             assert same_value(want, named(engine, f"mistral_7b_l4.{cell}") if engine is engines[0]
                               else engine.named(f"mistral_7b_l4.{cell}")), cell
@@ -686,7 +688,7 @@ def test_export_prints_what_it_wrote_and_leaves_no_temp_file(catalog_export, cat
     program, _ = catalog_program
     formulas = sum(1 for ws in wb.worksheets for row in ws.iter_rows() for c in row if c.data_type == "f")
     assert match.group(1) == str(out)
-    assert int(match.group(2)) == len(workbook_blocks(program)) == 93  # with the three prelude workloads
+    assert int(match.group(2)) == len(workbook_blocks(program)) == 95  # with the three prelude workloads
     assert int(match.group(3).replace(",", "")) == formulas
     assert int(match.group(4).replace(",", "")) == len(wb.defined_names)
     assert match.group(5).split(", ") == SHEETS

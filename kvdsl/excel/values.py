@@ -137,8 +137,7 @@ def _write_value(writer, target, key: Key) -> None:
             try:
                 target.value = writer.expanded_formula(expr, expander, {})
             except ExportError:  # too long for Excel: drop the regimes of the cells that are 0 now
-                expr, expander, assumed = live_form(writer.program, key[0], key[1], assume_zeros=True)
-                target.value = writer.expanded_formula(expr, expander, {})
+                target.value, assumed = _shorter(writer, key, expr, expander)
                 target.comment = Comment(
                     f"Solved by kvdsl. The formula holds while these stay 0 (or false): {', '.join(assumed)}; "
                     "export again after changing them.", "kvdsl")
@@ -209,3 +208,33 @@ def stored_number(value):
     if value.denominator == 1:
         return int(value)
     return float(value)
+
+
+def _shorter(writer, key, expr, expander) -> tuple:
+    """(formula, the names assumed 0) of a solved cell whose full formula is too long for Excel: the cells that
+    are 0 (or false) now fixed there one at a time, those the formula names most often first, each kept when the
+    formula still gives the answer, until it is short enough."""
+    from collections import Counter
+
+    from ..errors import SolveError
+    from ..solve_live import live_form
+
+    from ..evaluate import evaluate
+
+    program = writer.program
+    values = evaluate(program, unchecked=frozenset(k for k, rc in program.cells.items() if rc.form == "require"))
+    zeros = [str(symbol) for symbol, k in expander.symbols.items() if k != key and (values.get(k) is False or (
+        not isinstance(values.get(k), bool) and values.get(k) == 0))]
+    text = str(expr)
+    chosen: set = set()
+    for name, _ in Counter({name: text.count(name) for name in zeros}).most_common():
+        try:
+            expr, expander, assumed = live_form(writer.program, key[0], key[1], assume_zeros=frozenset(chosen | {name}))
+        except SolveError:  # the formula would no longer give the answer: that cell stays in it
+            continue
+        chosen.add(name)
+        try:
+            return writer.expanded_formula(expr, expander, {}), assumed
+        except ExportError:
+            continue
+    raise ExportError(f"the formula of `{key[0]}.{key[1]}` is too long for Excel")
