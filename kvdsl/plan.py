@@ -81,7 +81,7 @@ def plan(paths: list, workload: Optional[str], models: Optional[list], hardware:
     for model in models:
         if progress is not None:
             progress(model)
-        planner = Planner(program, base, f"plan__{model}", users)
+        planner = Planner(program, base, f"plan__{model}", users, float(base[(workload, "requests_per_second")]))
         candidates = candidates_for(program, base, model, devices, engines, max_gpus)
         options, rejected = planner.run(candidates, checked)
         result.options += [{"model": model, **o} for o in options]

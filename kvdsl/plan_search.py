@@ -22,6 +22,8 @@ LAYOUT = ("gpus", "pipeline_stages", "batch", "replicas", "attention_data_parall
 # the figures a candidate is judged and ranked by
 VECTOR_OUTPUTS = ("fits", "max_batch", "meets_ttft", "meets_tpot", "keeps_up", "meets_targets", "cost_per_month",
                   "engine_runs_tensor_parallel", "weights_bytes_per_gpu")
+COPIES_TRIED = 2 ** 16  # the most copies a rate is spread over while the batch is searched
+
 OPTION_OUTPUTS = ("ttft_seconds", "tpot_seconds", "output_tokens_per_second_per_gpu", "cost_per_month",
                   "cost_per_million_output_tokens", "verdict", "launch_command", "launch_note", "meets_targets",
                   "engine_max_concurrency")
@@ -30,10 +32,12 @@ OPTION_OUTPUTS = ("ttft_seconds", "tpot_seconds", "output_tokens_per_second_per_
 class Planner:
     """The candidates of one template deployment, evaluated together."""
 
-    def __init__(self, program, base: dict, block: str, users: int):
+    def __init__(self, program, base: dict, block: str, users: int, rate: float = 0):
         from .search import ancestors, depends_on
 
-        self.program, self.base, self.block, self.users = program, base, block, users
+        self.program, self.base, self.block, self.users, self.rate = program, base, block, users, rate
+        # a workload given as a rate: the copies are searched for, from a number that spreads any rate thin
+        self.most_copies = COPIES_TRIED if rate > 0 else users
         self.stand_ins = {cell: program.cells[(block, cell)].ref_target for cell in STAND_INS}
         varied = {(block, cell) for cell in LAYOUT + tuple(STAND_INS) + ("engine",)}
         for stand_in in self.stand_ins.values():
@@ -159,22 +163,23 @@ class Planner:
             return [], []
         everything = self.columns(candidates)
         ones = np.ones(len(candidates))
-        first = self._vector(everything, ones, ones)
+        spread = np.full(len(candidates), COPIES_TRIED) if self.rate > 0 else ones
+        first = self._vector(everything, ones, spread)
         start = self._holds(first, ("fits", "keeps_up", "meets_ttft", "meets_tpot"), candidates)
         # the batch: the largest each engine holds within the latency targets, by one bisection over
         # every candidate that starts (the time per token grows with the batch)
         live = np.flatnonzero(start)
         subset = [candidates[i] for i in live]
         columns = {key: column[live] for key, column in everything.items()}
-        limit = min(MAX_BATCH, self.users)
+        limit = MAX_BATCH if self.rate > 0 else min(MAX_BATCH, self.users)
         top = np.minimum(np.nan_to_num(np.asarray(first[(self.block, "max_batch")], dtype=float)[live], nan=1), limit)
         good, bad = np.ones(len(live), dtype=int), np.maximum(top, 1).astype(int) + 1
         known = self._known(first, live, len(candidates))
         while np.any(bad - good > 1):
             mid = np.where(bad - good > 1, (good + bad) // 2, good)
-            ok = self._holds(self._vector(columns, mid, np.ones(len(live)), known), ("fits", "keeps_up", "meets_ttft", "meets_tpot"), subset)
+            ok = self._holds(self._vector(columns, mid, spread[live], known), ("fits", "keeps_up", "meets_ttft", "meets_tpot"), subset)
             good, bad = np.where(ok, mid, good), np.where(ok | (mid == good), bad, mid)
-        replicas = -(-self.users // good)
+        replicas = self._fewest_copies(columns, good, known, subset) if self.rate > 0 else -(-self.users // good)
         final = self._vector(columns, good, replicas, known)
         met = self._holds(final, ("meets_targets",), subset)
         costs = np.asarray(final[(self.block, "cost_per_month")], dtype=float)
@@ -182,6 +187,18 @@ class Planner:
         served = np.zeros(len(candidates), dtype=bool)
         served[live[met]] = True
         return options, self._rejected(candidates, served, first)
+
+    def _fewest_copies(self, columns: dict, batch, known: dict, candidates: list):
+        """The fewest copies of each candidate that keep up with the workload's rate within its targets (bisection:
+        more copies, each sees less of the rate)."""
+        import numpy as np
+
+        good, bad = np.full(len(batch), COPIES_TRIED), np.zeros(len(batch), dtype=int)
+        while np.any(good - bad > 1):
+            mid = np.where(good - bad > 1, (good + bad) // 2, good)
+            ok = self._holds(self._vector(columns, batch, mid, known), ("meets_targets",), candidates)
+            good, bad = np.where(ok, mid, good), np.where(ok | (mid == good), bad, mid)
+        return good
 
     def _options(self, candidates, batch, replicas, met, costs, checked: Optional[int]) -> list:
         """The candidates that meet the workload, cheapest first, each checked exactly; the best precisions per layout."""
@@ -227,7 +244,7 @@ class Planner:
         out = []
         for key in sorted(chosen, key=lambda k: (price(k), k))[:shown]:
             c = candidates[chosen[key]]
-            verdict = self.exact(c, 1, self.users, ("verdict",))["verdict"]  # as many copies as users: what fails is not their number
+            verdict = self.exact(c, 1, self.most_copies, ("verdict",))["verdict"]  # copies enough: what fails is not their number
             out.append({"hardware": c.hardware, "gpus": c.gpus, "reason": verdict if isinstance(verdict, str) else "no value"})
         return out
 

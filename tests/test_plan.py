@@ -112,3 +112,45 @@ def test_plan_reads_no_deployment_unless_a_block_does(tmp_path):
     reader.write_text(f'import "{plain}"\nworkload w "W" extends chat_workload {{\n    users = d.batch * 10\n}}\n')
     planned = json.loads(cli("plan", reader, *given, "--workload", "w", code=0).output)
     assert planned["options"] and all(o["replicas"] * o["batch"] >= 640 for o in planned["options"])
+
+
+RATE_WORKLOAD = '''import "catalog:models/llama_3_1_70b.kvspec"
+import "catalog:hardware/h100_sxm.kvspec"
+
+workload chat_rate "40 requests/s" {
+    prompt_tokens = 1000 tokens
+    output_tokens = 250 tokens
+    requests_per_second = 40
+    latency_percentile = 0.99
+    ttft_target = 2 s
+    tpot_target = 50 ms
+}
+'''
+
+
+def test_plan_of_a_rate_sizes_the_copies_by_the_rate(tmp_path):
+    """A workload given as a rate has no users to divide: the copies are the fewest that keep up with it within the
+    targets at the percentile, as `eval` of the option says (and one copy fewer does not)."""
+    path = tmp_path / "rate.kvspec"
+    path.write_text(RATE_WORKLOAD)
+    out = json.loads(cli("plan", path, "--model", "llama_3_1_70b", "--workload", "chat_rate", "--engine", "vllm",
+                         "--json", code=0).output)
+    best = out["options"][0]
+    assert best["replicas"] > 1 and best["batch"] > 1, best
+    assert best["verdict"].startswith("meets the workload: 40.00 requests/s")
+    deployment = tmp_path / "option.kvspec"
+    deployment.write_text(RATE_WORKLOAD + f'''
+deployment d "The plan's cheapest option" {{
+    model = llama_3_1_70b
+    hardware = h100_sxm
+    engine = vllm
+    workload = chat_rate
+    gpus = {best["gpus"]}
+    weight_dtype = {best["weight_dtype"]}
+    kv_dtype = {best["kv_dtype"]}
+    batch = {best["batch"]}
+    replicas = {best["replicas"]}
+}}
+''')
+    assert cell(deployment, "meets_targets") is True
+    assert cell(deployment, "meets_targets", f"d.replicas={best['replicas'] - 1}") is False
