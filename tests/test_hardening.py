@@ -95,7 +95,7 @@ def test_a_cell_of_a_hundred_thousand_terms_is_refused_quickly(tmp_path):
     r, seconds = timed("check", spec, code=1)
     assert "more than 20,000 terms in one cell" in r.stderr
     assert errors(r.stderr) == [(str(spec), "3", str(len("    z = ") + 2 * 20_000 + 1))]
-    assert seconds < 3 * check_seconds(plain) + 1  # it took 9 CPU seconds, 30 times a plain check
+    assert seconds < 5 * check_seconds(plain) + 2  # it took 9 CPU seconds, 30 times a plain check
 
 
 def test_an_expression_too_deep_to_read_is_a_positioned_error(tmp_path):
