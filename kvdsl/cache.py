@@ -144,9 +144,11 @@ def _program_entry(key: str, suffix: str) -> Optional[Path]:
     return folder / f"{digest.hexdigest()}{suffix}"
 
 
-# set by the commands (`kvdsl/cli_common.py`), which each build one long-lived program: a program
-# read back is then frozen out of the cycle collector's reach (its objects are still freed by
-# their reference counts once unused); a library's caller keeps the collector as it set it
+# set for a process's first command (`kvdsl/cli_common.py`), which builds one long-lived program: a
+# program read back is then frozen out of the cycle collector's reach (its objects are still freed
+# by their reference counts once unused); later commands in the same process (the fuzzer's, the
+# tests') freeze nothing, or each would freeze the cycles left by those before it; a library's
+# caller keeps the collector as it set it
 freeze_loaded = False
 
 

@@ -69,17 +69,23 @@ def _fewer_collections() -> None:
     in the garbage collector as in resolving; the imports are frozen out of
     its reach and the youngest generation is collected every 50,000
     allocations instead of every 700.  Only the first command of a process
-    freezes (a process that runs many, such as the fuzzer, keeps collecting
-    what they leave).
+    freezes, and only its program read back from disk is frozen as it
+    arrives: a process that runs many (the fuzzer, the tests) keeps
+    collecting what they leave.
+
+    hazard: `gc.freeze()` freezes every object alive, the reference cycles
+    an earlier command left included; freezing at each command's program
+    kept them all, some 2.5 MB a command.
     """
     import gc
 
-    if gc.get_threshold()[0] != _YOUNGEST:
+    from . import cache
+
+    first = gc.get_threshold()[0] != _YOUNGEST
+    if first:
         gc.freeze()
         gc.set_threshold(_YOUNGEST, 20, 20)
-        from . import cache
-
-        cache.freeze_loaded = True  # and a program read back from disk, as it arrives
+    cache.freeze_loaded = first
 
 
 _YOUNGEST = 50_000

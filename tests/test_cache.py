@@ -278,3 +278,43 @@ def test_a_file_that_became_a_fifo_is_not_read_to_check_a_kept_program(cache_dir
             build_program([str(spec)])
     finally:
         signal.alarm(0)
+
+
+def test_commands_run_in_one_process_leave_their_garbage_to_the_collector(cache_dir, tmp_path, monkeypatch):
+    """Only a process's first command freezes what is alive: a later one reading its program back from
+    disk leaves the reference cycles of those before it to the collector (the fuzzer runs 100,000)."""
+    import gc
+    import weakref
+
+    from click.testing import CliRunner
+
+    from kvdsl.cli import main
+
+    spec = tmp_path / "m.kvspec"
+    spec.write_text(SPEC)
+    runner = CliRunner()
+    read_back = []
+    load_program = cache.load_program
+    monkeypatch.setattr(cache, "load_program", lambda key: read_back.append(load_program(key)) or read_back[-1])
+    for _ in range(3):  # built, built again and kept on disk, read back
+        forget_programs()
+        assert runner.invoke(main, ["eval", str(spec)]).exit_code == 0
+
+    class Cycle:
+        pass
+
+    garbage = Cycle()
+    garbage.itself = garbage
+    alive = weakref.ref(garbage)
+    del garbage
+    forget_programs()
+    read_back.clear()
+    gc.disable()  # no collection before the command's own: only the collector may free a cycle
+    try:
+        assert runner.invoke(main, ["eval", str(spec)]).exit_code == 0
+    finally:
+        gc.enable()
+    assert read_back and read_back[-1] is not None
+    gc.collect()
+    assert alive() is None
+    forget_programs()
