@@ -126,7 +126,7 @@ deployments = st.fixed_dictionaries({
 })
 
 EVERY = 400  # the values every search is checked against, one by one
-# (40 generated deployments per search: each is checked at every one of those values, on the exact rules of the
+# (30 generated deployments per search: each is checked at every one of those values, on the exact rules of the
 # five passes and the queue, about half a second each)
 
 
@@ -177,7 +177,7 @@ def check_answer(program, base, cell: str, direction: str) -> None:
         assert found.value == want[0][0] and (found.value == 1 or not feasible(int(found.value) - 1))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(d=deployments)
 def test_a_solved_batch_is_the_top_of_every_window_there_is(tmp_path_factory, d):
     program, base = program_of(tmp_path_factory, d)
@@ -186,7 +186,7 @@ def test_a_solved_batch_is_the_top_of_every_window_there_is(tmp_path_factory, d)
     check_answer(program, base, "batch", "max")
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(d=deployments)
 def test_solved_replicas_are_the_fewest_that_meet_the_workload(tmp_path_factory, d):
     program, base = program_of(tmp_path_factory, d)
