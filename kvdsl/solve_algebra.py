@@ -56,11 +56,7 @@ def _decided_extremum(extremum, env: dict):
     decided = [i for i, value in enumerate(values) if value.is_number and value.is_extended_real]
     args = list(extremum.args)
     if decided:
-        better = (lambda a, b: bool(a < b)) if isinstance(extremum, sp.Min) else (lambda a, b: bool(a > b))
-        best = decided[0]
-        for i in decided[1:]:
-            if better(values[i], values[best]):
-                best = i
+        best = (min if isinstance(extremum, sp.Min) else max)(decided, key=values.__getitem__)  # the first on a tie
         if len(decided) == len(args):
             return args[best]
         args = [arg for i, arg in enumerate(args) if i == best or i not in decided]
