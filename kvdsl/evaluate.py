@@ -228,7 +228,7 @@ def _values(program: Program, solved: Optional[dict], known: dict) -> tuple:
             except EvaluationError as exc:
                 errors.append(exc)
                 values[key] = None
-            except (OverflowError, ValueError) as exc:
+            except (OverflowError, ValueError, ZeroDivisionError) as exc:
                 errors.append(EvaluationError(f"cannot compute `{rc.name}`: {exc}", rc.span))
                 values[key] = None
     return values, errors

@@ -279,10 +279,26 @@ def _verify(text: str, tokens, tree, out: str) -> None:
         new_tokens, new_tree = _tokens(out)
     except Exception as exc:  # any parse failure of our own output is our bug
         raise FormatterBug(f"the formatted text does not parse: {exc}") from None
-    if new_tree != tree:
+    if not _same_tree(new_tree, tree):
         raise FormatterBug("formatting would change the parse tree")
     if _comments(text, tokens) != _comments(out, new_tokens):
         raise FormatterBug("formatting would lose or change a comment")
+
+
+def _same_tree(a, b) -> bool:
+    """Lark's `==` on trees, without recursion: an expression thousands of levels deep is compared too."""
+    from lark import Tree
+
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        if isinstance(x, Tree) and isinstance(y, Tree):
+            if x.data != y.data or len(x.children) != len(y.children):
+                return False
+            stack.extend(zip(x.children, y.children))
+        elif isinstance(x, Tree) or isinstance(y, Tree) or x != y:
+            return False
+    return True
 
 
 def spec_paths(paths) -> List["Path"]:

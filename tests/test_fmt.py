@@ -259,3 +259,8 @@ def test_every_spec_and_the_prelude_is_formatted():
     result = CliRunner().invoke(main, ["fmt", "--check", str(ROOT / "specs"), str(ROOT / "kvdsl" / "prelude")])
     assert result.exit_code == 0, result.output
     assert result.output.endswith("files already formatted\n")
+
+
+def test_an_expression_thousands_of_levels_deep_is_formatted_like_any_other():
+    deep = 'model m "M" {\n    x = ' + "not " * 20_000 + "true\n}\n"
+    assert format_text(deep) == deep  # comparing the trees recursed past Python's limit

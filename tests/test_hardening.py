@@ -240,3 +240,12 @@ def test_a_family_index_that_calls_a_function_wrongly_is_an_error_not_a_crash(tm
     spec.write_text(MODEL + "    let sq[s in 1..3] = s\n    let x = sq[floor()]\n}\n")
     r = cli("check", spec, code=1)
     assert "an index is fixed before evaluation" in r.stderr and errors(r.stderr)  # was an IndexError
+
+
+def test_a_zero_context_where_vllm_sizes_by_concurrency_is_one_error_at_the_user_s_line(tmp_path):
+    text = (ROOT / "specs" / "deployments" / "deepseek_v3_h200x8.kvspec").read_text()
+    text = text.replace('"../', f'"{ROOT / "specs"}/').replace("context = 32K", "context = 0")
+    path = tmp_path / "d.kvspec"
+    path.write_text(text)
+    r = cli("eval", path, "--json", "--all", code=1)  # was a ZeroDivisionError in float_int
+    assert [where for where, _, _ in errors(r.stderr)] == [str(path)] and "context = 0" in r.stderr
