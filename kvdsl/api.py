@@ -72,7 +72,7 @@ def _solved(program: Program, base: dict, unanswered: Optional[list] = None, kep
     if not unknowns:
         return {}
     from .errors import SolveError, raise_all
-    from .search import search_answer
+    from .windows import search_answer
 
     errors, solved, seen = [], {}, {}
     for rc in unknowns:

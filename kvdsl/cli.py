@@ -7,7 +7,14 @@ they share (exit statuses, error reporting, options) in cli_common.py.
 
 from __future__ import annotations
 
-import click
+import os
+
+# hazard: NumPy's OpenBLAS starts a thread per core as it is imported, which
+# costs a command about 0.05 s of CPU (most of NumPy's import); kvdsl's arrays
+# are element by element and never call BLAS
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import click  # noqa: E402
 
 from . import cli_answers, cli_files
 

@@ -46,14 +46,16 @@ class _Failed(Exception):
     """A mistake already recorded: the cell that holds it is left out of later checks."""
 
 
-def expand_workspace(ws):
+def expand_workspace(ws, only: Optional[set] = None):
     """A copy of the workspace whose blocks and defaults have plain cells only (see the module docstring).
 
-    Errors join `ws.errors` in the copy; a cell that fails is kept, marked `broken`.
+    Errors join `ws.errors` in the copy; a cell that fails is kept, marked `broken`.  With `only`, the
+    blocks of other names are left as written (a rebuild takes those blocks as they were built).
     """
     functions = FunctionTable(ws.functions)
     expander = Expander(functions)
-    blocks = [(_with_cells(block, expander), prelude) for block, prelude in ws.blocks]
+    blocks = [(_with_cells(block, expander) if only is None or block.name in only else block, prelude)
+              for block, prelude in ws.blocks]
     defaults = [(_with_cells(d, expander), prelude) for d, prelude in ws.defaults]
     return dataclasses.replace(ws, blocks=blocks, defaults=defaults,
                                errors=list(ws.errors) + functions.errors + expander.errors)

@@ -80,7 +80,11 @@ class Function:
     like a call, like text that starts with a minus, or like a comparison.
     `dims` is the dimension rule (see `same_dimension`).  `sympy_head` is
     the SymPy function `sympy` builds, when there is one, so a printer that
-    meets it in a SymPy expression can write the call back.
+    meets it in a SymPy expression can write the call back.  `bounds` takes
+    each argument's bounds over a range of values, (low, high, whole) with
+    `whole` true when every value is an integer, and gives the same of the
+    result, a condition it decides there, or None when it cannot bound it
+    (`kvdsl/intervals.py`: the answer search then evaluates point by point).
     """
 
     name: str
@@ -95,6 +99,7 @@ class Function:
     sympy_head: Optional[str] = None
     summary: str = ""
     text: bool = False  # its value is text: no symbolic form, and a sweep reports no number for it
+    bounds: Optional[Callable] = None
 
     @property
     def variadic(self) -> bool:
@@ -162,6 +167,42 @@ def _float_int(args) -> Fraction:
     return Fraction(int(a / b * c))
 
 
+def _extreme(pick):
+    """The bounds of `min` or `max` (`pick`): the extreme of the arguments' lows, and of their highs."""
+    return lambda args: (pick(a[0] for a in args), pick(a[1] for a in args), all(a[2] for a in args))
+
+
+def _rounded(fn):
+    """The bounds of `floor` or `ceil` (`fn`), which never decrease: their values at the ends."""
+    return lambda args: (Fraction(fn(args[0][0])), Fraction(fn(args[0][1])), True)
+
+
+def _abs_bounds(args):
+    low, high, whole = args[0]
+    if low >= 0:
+        return low, high, whole
+    if high <= 0:
+        return -high, -low, whole
+    return Fraction(0), max(-low, high), whole
+
+
+def _whole_bounds(args):
+    """True when every value is an integer, False when the range holds none; else not decided."""
+    low, high, whole = args[0]
+    if whole:
+        return True
+    return False if math.ceil(low) > math.floor(high) else None
+
+
+def _float_int_bounds(args):
+    """For positive arguments, `int(a / b * c)` in floats never falls as a or c grows or b shrinks
+    (rounding to the nearest float and truncating both keep order)."""
+    (a_low, a_high, _), (b_low, b_high, _), (c_low, c_high, _) = args
+    if min(a_low, b_low, c_low) <= 0:
+        return None
+    return _float_int([a_low, b_high, c_low]), _float_int([a_high, b_low, c_high]), True
+
+
 def _truncated(x):
     sympy = _sympy()
     return sympy.Piecewise((sympy.floor(x), x >= 0), (sympy.ceiling(x), True))
@@ -188,25 +229,25 @@ def _negated(text: str) -> str:
 FUNCTIONS = {f.name: f for f in (
     Function("min", 1, None, exact=min, sympy=lambda args: _sympy().Min(*args),
              numpy=lambda args: functools.reduce(_numpy().minimum, args), excel=_call("MIN"), sympy_head="Min",
-             summary="the smallest argument"),
+             bounds=_extreme(min), summary="the smallest argument"),
     Function("max", 1, None, exact=max, sympy=lambda args: _sympy().Max(*args),
              numpy=lambda args: functools.reduce(_numpy().maximum, args), excel=_call("MAX"), sympy_head="Max",
-             summary="the largest argument"),
+             bounds=_extreme(max), summary="the largest argument"),
     # INT rounds toward minus infinity, like floor
     Function("floor", 1, 1, exact=lambda args: Fraction(math.floor(args[0])), sympy=lambda args: _sympy().floor(args[0]),
              numpy=lambda args: _numpy().floor(snapped(args[0])), excel=_call("INT"), sympy_head="floor",
-             summary="the whole number at or below"),
+             bounds=_rounded(math.floor), summary="the whole number at or below"),
     # -INT(-x) is ceiling(x) for every sign; Excel's CEILING has sign quirks
     Function("ceil", 1, 1, exact=lambda args: Fraction(math.ceil(args[0])), sympy=lambda args: _sympy().ceiling(args[0]),
              numpy=lambda args: _numpy().ceil(snapped(args[0])), excel=lambda args: f"-INT({_negated(args[0])})",
-             excel_binds=NEGATIVE, sympy_head="ceiling", summary="the whole number at or above"),
+             excel_binds=NEGATIVE, sympy_head="ceiling", bounds=_rounded(math.ceil), summary="the whole number at or above"),
     Function("abs", 1, 1, exact=lambda args: abs(args[0]), sympy=lambda args: _sympy().Abs(args[0]),
-             numpy=lambda args: _numpy().abs(args[0]), excel=_call("ABS"), sympy_head="Abs",
+             numpy=lambda args: _numpy().abs(args[0]), excel=_call("ABS"), sympy_head="Abs", bounds=_abs_bounds,
              summary="the value without its sign"),
     Function("whole", 1, 1, exact=lambda args: Fraction(args[0]).denominator == 1,
              sympy=lambda args: _sympy().Eq(_sympy().floor(args[0]), args[0]),
              numpy=lambda args: snapped(args[0]) == _numpy().floor(snapped(args[0])),
-             excel=lambda args: f"INT({args[0]})={args[0]}", dims=condition, excel_binds=COMPARISON,
+             excel=lambda args: f"INT({args[0]})={args[0]}", dims=condition, excel_binds=COMPARISON, bounds=_whole_bounds,
              summary="true when the value is a whole number (`whole(gpus)`)"),
     # a float's logarithm, kept as the Fraction of that float (as a fractional power is)
     Function("ln", 1, 1, exact=_ln, sympy=lambda args: _sympy().log(args[0]),
@@ -216,7 +257,7 @@ FUNCTIONS = {f.name: f for f in (
     # computes in the same doubles and truncates without snapping; Excel and SymPy give the exact floor
     Function("float_int", 3, 3, exact=_float_int, sympy=lambda args: _truncated(args[0] / args[1] * args[2]),
              numpy=lambda args: _numpy().trunc(args[0] / args[1] * args[2]),
-             excel=lambda args: f"TRUNC(({args[0]})/({args[1]})*({args[2]}))",
+             excel=lambda args: f"TRUNC(({args[0]})/({args[1]})*({args[2]}))", bounds=_float_int_bounds,
              summary="`int(a / b * c)` computed in 64-bit floating point, as Python does (one less than the exact value in rare cases)"),
     # text of a number for a sentence: fixed(tpot_seconds / 1 ms, 1) is "41.2"
     Function("fixed", 2, 2, exact=_fixed, sympy=_no_symbolic_form, numpy=lambda args: _numpy().nan,

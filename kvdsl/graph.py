@@ -28,8 +28,8 @@ __all__ = ["build", "merged_blocks", "with_literals", "BlockInfo", "CellRef", "F
 
 
 class _Resolver(Merger, NameResolver, DimensionChecker):
-    def __init__(self, ws: Workspace, overrides: dict):
-        ws = expand_workspace(ws)  # families, functions and `for` expanded: plain cells from here on
+    def __init__(self, ws: Workspace, overrides: dict, expand: Optional[set] = None):
+        ws = expand_workspace(ws, expand)  # families, functions and `for` expanded: plain cells from here on
         self.ws = ws
         self.overrides = overrides  # block -> {cell name: Cell}
         self.errors: list = list(ws.errors)
@@ -90,11 +90,15 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
         program.sources = (self.ws.leave_out, [(shown, prelude) for _, _, shown, prelude in self.ws.sources], self.ws.texts)
         return program
 
-    def rerun(self, base: Program, rebuilt: set) -> Optional[Program]:
+    def rerun(self, base: Program, rebuilt: set, same_cells: bool = True) -> Optional[Program]:
         """Like `run`, resolving only the blocks in `rebuilt`: the others' cells are taken from `base`.
 
-        None when the cells do not match `base`'s or the blocks rebuilt have a
-        mistake (the full build then says what `run` would).
+        With `same_cells`, so are the cells of the blocks in `rebuilt` made
+        from the same definitions as in `base` (see `_same_cells`); raises
+        _Moved when a cell resolved again has another form, dimension or
+        target than before (the cells taken then may not be what a full build
+        makes).  None when the cells do not match `base`'s or the blocks
+        rebuilt have a mistake (the full build then says what `run` would).
         """
         self.collect_blocks()
         self.check_user_defaults()
@@ -103,11 +107,13 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
             if key[0] not in rebuilt:
                 (merged if rc.scope is None else engines).setdefault(key[0], []).append(key)
         kept, targets, cells = self._kept, self._targets, self.cells
+        for info in list(self.blocks.values()):  # as built: a kept block's cells are those of its `block`
+            if info.name not in rebuilt:
+                self.blocks[info.name] = base.blocks[info.name]
         for info in self.blocks.values():  # the order of `merge`, which `dim_of` follows
             if info.name in rebuilt:
                 self.merge_block(info)
                 continue
-            self.blocks[info.name] = base.blocks[info.name]  # as built: its cells are those of its `block`
             for key in merged.get(info.name, ()):
                 kept[key] = cells[key] = base.cells[key]
         for info in self.blocks.values():
@@ -116,6 +122,9 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
             else:
                 for key in engines.get(info.name, ()):
                     kept[key] = cells[key] = base.cells[key]
+        same = self._same_cells(base, rebuilt) if same_cells else {}
+        kept.update(same)
+        cells.update(same)
         for key, old in kept.items():
             targets[key] = old.ref_target if old.form == Form.REF else None
         for block, readers in base.readers.items():  # the kept blocks read what they read before
@@ -123,11 +132,55 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
             if readers:
                 self.readers[block] = readers
         self.consulted.update((block, set(others)) for block, others in base.consulted.items() if block not in rebuilt)
+        self._read_by_same(same, base)
         self.reads.update((key, base.reads[key]) for key in kept if key in base.reads)
         self._resolve()
         if any(not isinstance(e, Silent) for e in self.errors):
             return None
+        if same and any(self._moved(base, key) for key in cells if key[0] in rebuilt and key not in same):
+            raise _Moved
         return self._program()
+
+    def _same_cells(self, base: Program, rebuilt: set) -> dict:
+        """The cells of the blocks in `rebuilt` made from the same definitions as in `base` (the same source
+        cell, origin and scope, shadowing the same cells): key -> `base`'s cell, resolved as it was.  None of
+        them when a block in `rebuilt` does not have the same cells as in `base`."""
+        keys = [key for key in self.cells if key[0] in rebuilt]
+        if len(keys) != sum(len(base.block_keys(block)) for block in rebuilt) or \
+                any(key not in base.cells for key in keys):
+            return {}
+        same = {}
+        for key in keys:
+            new, old = self.cells[key], base.cells[key]
+            if new.origin == old.origin and new.scope == old.scope and _same_source(new.cell, old.cell) and \
+                    len(new.shadowed) == len(old.shadowed) and all(map(_same_source, new.shadowed, old.shadowed)):
+                same[key] = old
+        return same
+
+    def _read_by_same(self, same: dict, base: Program) -> None:
+        """What the cells taken by `_same_cells` read, as resolving their names would note it: the blocks
+        they read (`readers`, exactly), and the blocks their block consulted before (`consulted`, all of
+        them: the cells resolved again may no longer consult some)."""
+        for key, rc in same.items():
+            for ref in walk_refs(rc.expr):
+                for read in (ref.key, *ref.via):
+                    if read[0] != key[0]:
+                        self.readers.setdefault(read[0], set()).add(key[0])
+        for block in {key[0] for key in same}:
+            self.consulted.setdefault(block, set()).update(base.consulted.get(block, ()))
+
+    def _moved(self, base: Program, key: Key) -> bool:
+        """Has the cell `key`, resolved again, another form, dimension or target than in `base`?"""
+        new, old = self.cells[key], base.cells[key]
+        return (new.form, new.dim, new.ref_target) != (old.form, old.dim, old.ref_target)
+
+
+class _Moved(Exception):
+    """A cell resolved again changed its form, dimension or target: the cells taken with it must be resolved too."""
+
+
+def _same_source(a: m.Cell, b: m.Cell) -> bool:
+    return a is b or a == b
 
 
 def merged_blocks(ws: Workspace) -> dict:
@@ -152,7 +205,10 @@ def rebuild(ws: Workspace, base: Program, rebuilt: set) -> Optional[Program]:
     """The program of `ws`, resolving only the blocks in `rebuilt` and taking the others' cells from `base`,
     or None when only a full build can tell (see `kvdsl/reuse.py`, which says which blocks to rebuild)."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
-    return _Resolver(ws, {}).rerun(base, rebuilt)
+    try:  # the blocks taken from `base` are taken as built, not expanded again
+        return _Resolver(ws, {}, rebuilt).rerun(base, rebuilt)
+    except _Moved:
+        return _Resolver(ws, {}, rebuilt).rerun(base, rebuilt, same_cells=False)
 
 
 def with_literals(program: Program, overrides: dict) -> Optional[Program]:

@@ -56,6 +56,8 @@ class Num(_Node):
 
 @dataclass(frozen=True)
 class Bool(_Node):
+    """`true` or `false`."""
+
     value: bool
     span: Span
 
@@ -95,6 +97,8 @@ class Name(_Node):
 
 @dataclass(frozen=True)
 class Unary(_Node):
+    """`-x` or `not x`."""
+
     op: str  # "-" or "not"
     operand: "Expr"
     span: Span
@@ -103,6 +107,8 @@ class Unary(_Node):
 
 @dataclass(frozen=True)
 class Binary(_Node):
+    """Two operands and an operator: arithmetic, `&` (text), a comparison, `and`, `or`."""
+
     op: str  # + - * / ^ & < <= > >= == != and or
     left: "Expr"
     right: "Expr"
@@ -112,6 +118,8 @@ class Binary(_Node):
 
 @dataclass(frozen=True)
 class Call(_Node):
+    """A built-in function called (`ceil(x)`, `min(a, b)`); a spec's own `fn` is inlined before."""
+
     func: str
     args: tuple
     span: Span
@@ -121,6 +129,8 @@ class Call(_Node):
 
 @dataclass(frozen=True)
 class If(_Node):
+    """`if cond then a else b`."""
+
     cond: "Expr"
     then: "Expr"
     otherwise: "Expr"
@@ -240,6 +250,8 @@ class FnDef:
 
 @dataclass(frozen=True)
 class Block:
+    """A block as written: its kind, name, title, cells and the block it extends."""
+
     kind: str
     name: str
     title: str
@@ -269,11 +281,15 @@ class Defaults:
 
 @dataclass(frozen=True)
 class Import:
+    """`import "path"`."""
+
     path: str
     span: Span
 
 
 @dataclass(frozen=True)
 class SpecFile:
+    """One parsed file: its blocks, imports, defaults and functions, in order."""
+
     path: str
     items: tuple = field(default_factory=tuple)

@@ -99,6 +99,8 @@ class ResolvedCell:
 
 @dataclass
 class BlockInfo:
+    """A merged block: its name, kind, title, the block as written, and its cells' names in display order."""
+
     name: str
     kind: str
     title: str

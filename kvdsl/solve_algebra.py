@@ -41,7 +41,7 @@ def substitute_conditions(expr, env: dict):
         expr = expr.replace(lambda e: isinstance(e, (sp.Min, sp.Max)), lambda e: _decided_extremum(e, env))
 
     def fix(pw):
-        return sp.Piecewise(*[(a, c.subs(env) if hasattr(c, "subs") else c) for a, c in pw.args])
+        return sp.Piecewise(*[(a, c.xreplace(env) if hasattr(c, "subs") else c) for a, c in pw.args])
 
     return expr.replace(lambda e: isinstance(e, sp.Piecewise), fix)
 
@@ -52,7 +52,7 @@ def _decided_extremum(extremum, env: dict):
     The arguments the values decide are settled before any rewriting: rewritten
     first, every `min` of n arguments becomes n branches, and nested ones multiply.
     """
-    values = [arg.subs(env) for arg in extremum.args]
+    values = [arg.xreplace(env) for arg in extremum.args]
     decided = [i for i, value in enumerate(values) if value.is_number and value.is_extended_real]
     args = list(extremum.args)
     if decided:
@@ -64,7 +64,7 @@ def _decided_extremum(extremum, env: dict):
         raise TooLarge("the condition nests a `min` or `max` the values leave open inside another: "
                        "its closed form has more branches than a reader could follow")
     op = sp.Le if isinstance(extremum, sp.Min) else sp.Ge
-    return sp.Piecewise(*[(arg, sp.And(*[op(arg, other).subs(env) for other in args[i + 1:]]))
+    return sp.Piecewise(*[(arg, sp.And(*[op(arg, other).xreplace(env) for other in args[i + 1:]]))
                           for i, arg in enumerate(args)])
 
 
@@ -118,9 +118,15 @@ def tidy(expr):
     """The shortest of a few equivalent forms of a closed form, with positive denominators."""
     numerator, denominator = sp.fraction(sp.cancel(expr))
     flipped = (-numerator) / (-denominator)
-    forms = [expr, sp.factor_terms(expr), sp.factor(expr), flipped]
-    forms += [f.replace(lambda e: e.is_Add, _group_terms) for f in list(forms)]
-    return min(forms, key=lambda e: (sp.count_ops(e, visual=False) + str(e).count("-"), len(str(e))))
+    forms = list(dict.fromkeys([expr, sp.factor_terms(expr), sp.factor(expr), flipped]))
+    forms = list(dict.fromkeys(forms + [f.replace(lambda e: e.is_Add, _group_terms) for f in forms]))
+    return min(forms, key=_length)
+
+
+def _length(expr) -> tuple:
+    """How long a form reads: its operations and minus signs, then its characters."""
+    text = str(expr)
+    return sp.count_ops(expr, visual=False) + text.count("-"), len(text)
 
 
 def relax(expr):
@@ -170,7 +176,7 @@ def relaxed_bounds(constraint, x, env: dict) -> list:
             roots = real_roots(piece, x)
             if not roots:
                 continue
-            slope = real_number(sp.diff(piece, x).subs(env).subs(x, roots[0].subs(env)))
+            slope = real_number(sp.diff(piece, x).xreplace(env).subs(x, roots[0].xreplace(env)))
             regimes.append((condition, tidy(roots[0]), slope))
         if regimes:
             out.append(regimes)
@@ -178,7 +184,7 @@ def relaxed_bounds(constraint, x, env: dict) -> list:
 
 
 def condition_text(condition, env) -> str:
-    condition = condition.subs(env)
+    condition = condition.xreplace(env)
     if condition is sp.true:
         return "always"
     symbols = condition.free_symbols

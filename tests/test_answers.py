@@ -22,7 +22,8 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from cli_helpers import cli
 from kvdsl.api import build_program, parse_setting
 from kvdsl.evaluate import evaluate
-from kvdsl.search import Feasibility, search_answer
+from kvdsl.search import Feasibility
+from kvdsl.windows import search_answer
 from workbook_helpers import CATALOG, destination, eval_json, export, libreoffice, named, recalculate, set_typed
 
 ROOT = Path(__file__).resolve().parents[1]

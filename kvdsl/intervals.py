@@ -1,0 +1,463 @@
+"""The exact rules over a range of one cell's values: bounds that hold every value a rule takes there.
+
+The answer search (`kvdsl/windows.py`) wants to know where a condition
+holds among the integers.  Over a range of the unknown, each rule's values
+lie within bounds computed from its arguments' (a sum from the sums of the
+ends, `ceil` from the ceilings of the ends, ...); where the bounds decide
+the condition, it holds, or fails, at every point of the range at once.
+Bounds are exact (Fractions) and sound: the value the exact evaluation
+(`kvdsl/evaluate.py`) gives at any point lies within them.  What cannot be
+bounded (text, a division by a range that holds 0, a function without a
+`bounds` rule) is ANY, and so is a value that is an error at some points
+only; the search then splits the range, down to single points, which are
+evaluated exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from fractions import Fraction
+
+from .errors import KvdslError
+from .evaluate import _COMPARE, NONE, _power, _Unknown, evaluate_expr, text_of
+from .functions import FUNCTIONS
+from .visitor import ExprVisitor
+
+
+class Bounds:
+    """Every value a rule takes over the range lies in [lo, hi]; `whole`: each of them is an integer."""
+
+    __slots__ = ("lo", "hi", "whole")
+
+    def __init__(self, lo, hi, whole: bool):
+        self.lo, self.hi, self.whole = lo, hi, whole
+
+    def __repr__(self) -> str:
+        return f"Bounds({self.lo}, {self.hi}{', whole' if self.whole else ''})"
+
+
+class _Open:
+    """What the bounds leave open (one instance per meaning)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+MAYBE = _Open("MAYBE")  # a condition at every point, true at some and false at others (or not known which)
+ANY = _Open("ANY")  # not bounded: any number, text, `none`, or an error at some points of the range
+
+# what the exact evaluation raises where a value cannot be computed (`search.Feasibility` makes it None)
+EVERYWHERE = (_Unknown, ArithmeticError, ValueError, KvdslError)
+
+_ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul}
+_INEXACT = (Bounds, _Open)
+
+
+def bounds_of(value):
+    """(lo, hi, whole) of a number or Bounds; None for anything else (a condition, text, `none`)."""
+    if type(value) is Bounds:
+        return value.lo, value.hi, value.whole
+    if isinstance(value, (Fraction, int)) and not isinstance(value, bool):
+        value = Fraction(value)
+        return value, value, value.denominator == 1
+    return None
+
+
+def _made(lo, hi, whole: bool):
+    """Bounds, or the exact number when they meet."""
+    return Fraction(lo) if lo == hi else Bounds(lo, hi, whole)
+
+
+def truth(value):
+    """A value as a condition: True or False at every point, MAYBE, or ANY."""
+    if value is ANY or value is MAYBE:
+        return value
+    if type(value) is Bounds:
+        return True if value.lo > 0 or value.hi < 0 else MAYBE
+    return bool(value)
+
+
+def _join(a, b):
+    """The bounds of a value that is `a` at some points and `b` at the others."""
+    if a is ANY or b is ANY:
+        return ANY
+    if not isinstance(a, _INEXACT) and not isinstance(b, _INEXACT) and type(a) is type(b) and a == b:
+        return a
+    x, y = bounds_of(a), bounds_of(b)
+    if x is not None and y is not None:
+        return _made(min(x[0], y[0]), max(x[1], y[1]), x[2] and y[2])
+    if (a is MAYBE or isinstance(a, bool)) and (b is MAYBE or isinstance(b, bool)):
+        return MAYBE
+    return ANY
+
+
+def _exact_binary(expr, a, b):
+    """`a op b` of two exact values, as the exact evaluation computes it."""
+    op = expr.op
+    if op in _ARITHMETIC:
+        return _ARITHMETIC[op](a, b)
+    if op == "/":
+        return a / b  # raises at 0, as evaluation does
+    if op == "&":
+        return text_of(a) + text_of(b)
+    if op == "^":
+        return _power(expr, a, b)
+    return _COMPARE[op](a, b)
+
+
+def _arithmetic(op: str, a: tuple, b: tuple):
+    """The bounds of `a op b` for + - * / from the bounds of each side (ANY past what they bound)."""
+    if op == "+":
+        return _made(a[0] + b[0], a[1] + b[1], a[2] and b[2])
+    if op == "-":
+        return _made(a[0] - b[1], a[1] - b[0], a[2] and b[2])
+    if op == "/":
+        if b[0] <= 0 <= b[1]:
+            return ANY
+        b = (1 / b[1], 1 / b[0], False)
+    elif op != "*":
+        return ANY
+    ends = (a[0] * b[0], a[0] * b[1], a[1] * b[0], a[1] * b[1])
+    return _made(min(ends), max(ends), op == "*" and a[2] and b[2])
+
+
+def _comparison(op: str, a: tuple, b: tuple):
+    """True or False when the bounds of the two sides decide `a op b` at every point, else MAYBE."""
+    if op in (">", ">="):
+        op, a, b = "<" if op == ">" else "<=", b, a
+    if op == "<":
+        return True if a[1] < b[0] else False if a[0] >= b[1] else MAYBE
+    if op == "<=":
+        return True if a[1] <= b[0] else False if a[0] > b[1] else MAYBE
+    apart = a[1] < b[0] or b[1] < a[0]
+    if not apart:
+        return MAYBE
+    return op == "!="
+
+
+class IntervalEvaluator(ExprVisitor):
+    """Bounds of a resolved expression over a range, given those of the cells it reads.
+
+    A value is exact (the same at every point), Bounds, MAYBE or ANY.  What
+    raises one of EVERYWHERE is an error at every point of the range that
+    reaches it, as in the exact evaluation; where only some points reach it
+    (one branch of an `if` the range does not decide), the value is ANY.
+    """
+
+    def __init__(self, values: dict):
+        self.values = values
+
+    def visit_Num(self, expr):
+        return expr.value
+
+    visit_Bool = visit_Str = visit_Num
+
+    def visit_NoneValue(self, expr):
+        return NONE
+
+    def visit_Name(self, expr):
+        raise TypeError(f"`{expr.dotted}` was never resolved")
+
+    def visit_CellRef(self, expr):
+        value = self.values[expr.key]
+        if value is None:
+            raise _Unknown
+        return value
+
+    def visit_Unary(self, expr):
+        inner = self.visit(expr.operand)
+        if inner is NONE or inner is ANY:
+            return inner
+        if expr.op == "not":
+            decided = truth(inner)
+            return decided if isinstance(decided, _Open) else not decided
+        if not isinstance(inner, _INEXACT):
+            return -inner
+        return Bounds(-inner.hi, -inner.lo, inner.whole) if type(inner) is Bounds else ANY
+
+    def visit_If(self, expr):
+        cond = self.visit(expr.cond)
+        if cond is NONE:
+            return NONE
+        decided = truth(cond)
+        if decided is ANY:
+            return ANY
+        if decided is not MAYBE:
+            return self.visit(expr.then if decided else expr.otherwise)
+        return _join(self._some_points(expr.then), self._some_points(expr.otherwise))
+
+    def _some_points(self, expr):
+        """The bounds of `expr` where only some points of the range evaluate it."""
+        try:
+            return self.visit(expr)
+        except EVERYWHERE:
+            return ANY
+
+    def visit_Call(self, expr):
+        args = [self.visit(a) for a in expr.args]
+        if any(a is ANY for a in args):
+            return ANY
+        if any(a is NONE for a in args):
+            return NONE
+        function = FUNCTIONS[expr.func]
+        if not any(isinstance(a, _INEXACT) for a in args):
+            return function.exact(args)
+        ranges = [bounds_of(a) for a in args]
+        if function.bounds is None or any(r is None for r in ranges):
+            return ANY
+        result = function.bounds(ranges)
+        if result is None:
+            return ANY
+        return _made(*result) if isinstance(result, tuple) else result
+
+    def visit_Binary(self, expr):
+        op = expr.op
+        if op == "and" or op == "or":
+            return self._logic(expr, op == "or")
+        a, b = self.visit(expr.left), self.visit(expr.right)
+        if a is ANY or b is ANY:
+            return ANY
+        if a is NONE or b is NONE:
+            return NONE
+        if not isinstance(a, _INEXACT) and not isinstance(b, _INEXACT):
+            return _exact_binary(expr, a, b)
+        x, y = bounds_of(a), bounds_of(b)
+        if x is None or y is None:
+            return MAYBE if op in ("==", "!=") and (a is MAYBE or b is MAYBE) else ANY
+        if op in _COMPARE:
+            return _comparison(op, x, y)
+        return _arithmetic(op, x, y)
+
+    def _logic(self, expr, decides: bool):
+        """`and` (decides False) or `or` (decides True), the left side read first, as evaluation does."""
+        left = self.visit(expr.left)
+        if left is NONE:
+            return NONE
+        first = truth(left)
+        if first is ANY:
+            return ANY
+        if first is not MAYBE:
+            if first == decides:
+                return first
+            right = self.visit(expr.right)
+            return NONE if right is NONE else truth(right)
+        right = self._some_points(expr.right)
+        second = ANY if right is NONE else truth(right)
+        if isinstance(second, _Open):
+            return second
+        return decides if second == decides else MAYBE
+
+
+def range_values(feasible, order: list, low: int, high: int) -> dict:
+    """The bounds of the cells of `order` (in dependency order) with `feasible`'s unknown anywhere in [low, high]."""
+    values = dict(feasible.base)
+    values[feasible.target] = Fraction(low) if low == high else Bounds(Fraction(low), Fraction(high), True)
+    cells = feasible.program.cells
+    visit = IntervalEvaluator(values).visit
+    for key in order:
+        try:
+            values[key] = visit(cells[key].expr)
+        except EVERYWHERE:
+            values[key] = None
+        except TypeError:  # what the exact evaluation would not compute either: left to the points
+            values[key] = ANY
+    return values
+
+
+def range_holds(feasible, values: dict):
+    """True or False when `feasible` holds, or fails, at every point the range `values` bounds; None when open."""
+    verdict = truth(values.get(feasible.constraint))
+    if verdict is False:
+        return False
+    for key in feasible.requirements:
+        broken = _broken(feasible, values, key)
+        if broken is True:
+            return False
+        if broken is None:
+            verdict = MAYBE
+    return None if isinstance(verdict, _Open) else True
+
+
+def _broken(feasible, values: dict, key):
+    """Whether the requirement `key` is broken at every point (True), at none (False), or either (None),
+    as `Feasibility` counts one (false, unless it is another engine's; or not computed)."""
+    value = values.get(key)
+    if value is None:
+        return True
+    if value is ANY:
+        return None
+    if value is not False and value is not MAYBE:
+        return False
+    scope = feasible.program.cells[key].scope
+    engine = values.get((key[0], "engine"))
+    if scope is not None and not isinstance(engine, _INEXACT) and engine != scope:
+        return False
+    return True if value is False and scope is None or value is False and engine == scope else None
+
+
+# ---- where a condition holds among many points, a range at a time ---------------------------
+
+RANGES = 12  # ranges bounded before a search gives the bounds up (each costs about three evaluations at a point)
+POINTS = 64  # values evaluated one at a time before it does
+
+
+class Undecided(Exception):
+    """The bounds left too much open: more than RANGES ranges or POINTS points were needed."""
+
+
+class RangeSearch:
+    """Where a condition (`search.Feasibility`) holds among sorted integer `points`, a range at a time.
+
+    A range of points whose bounds decide the condition is settled at once.
+    Where they leave it open and the condition differs at the range's two
+    ends, the change between them is bisected on the exact rules and each side
+    is then settled by its own bounds; otherwise the range is split in two.
+    Calling the search with a value tells, exactly, whether it holds there.
+    """
+
+    def __init__(self, feasible, order: list, points):
+        self.feasible, self.order, self.points = feasible, order, points
+        self._held: dict = {}  # value -> whether the condition holds there
+        self._exact: dict = {}  # value -> every cell's value there
+        self._ranges: dict = {}  # (first, last) index -> the bounds of every cell over points first..last
+        self._left = [RANGES, POINTS]
+
+    def __call__(self, x) -> bool:
+        held = self._held.get(x)
+        if held is None:
+            held = self._held[x] = self.feasible.holds(self._values_at(x))
+        return held
+
+    def runs(self) -> list:
+        """(first index, last index, holds) of each run of points where the condition holds, or fails, throughout."""
+        last = len(self.points) - 1
+        if last:
+            self._pilot(0)
+        found: list = []
+        self._runs(0, last, found)
+        runs: list = []
+        for first, last, held in found:
+            if runs and runs[-1][2] == held:
+                first = runs.pop()[0]
+            runs.append((first, last, held))
+        return runs
+
+    def trend(self, margin) -> int:
+        """1 when `margin` is larger at some point than at the first where it is a number, -1 when it is
+        only smaller elsewhere, 0 when it is the same at every point."""
+        first, last = 0, len(self.points) - 1
+        start = self._number_at(margin, first)
+        while start is None and first < last:
+            first += 1
+            start = self._number_at(margin, first)
+        if start is None:
+            return 0
+        if self._somewhere(margin, first + 1, last, start, above=True):
+            return 1
+        return -1 if self._somewhere(margin, first + 1, last, start, above=False) else 0
+
+    def _runs(self, first: int, last: int, found: list) -> None:
+        verdict = self._over(first, last)
+        if verdict is not None:
+            found.append((first, last, verdict))
+            return
+        start, end = self(self.points[first]), self(self.points[last])
+        if start == end:
+            self._pilot(first)
+            middle = (first + last) // 2
+            self._runs(first, middle, found)
+            self._runs(middle + 1, last, found)
+            return
+        change = self._change(first, last, start)
+        for low, high, held in ((first, change - 1, start), (change, last, end)):
+            if self._over(low, high) == held:
+                found.append((low, high, held))
+            else:
+                self._runs(low, high, found)
+
+    def _pilot(self, first: int) -> None:
+        """Undecided when the bounds cannot settle the point `first` and the next, where the condition is the
+        same: they would split range after range down to its points (a condition on divisibility, say)."""
+        if self._over(first, first + 1) is None and self(self.points[first]) == self(self.points[first + 1]):
+            raise Undecided
+
+    def _over(self, first: int, last: int):
+        """True or False when the condition holds, or fails, at every point first..last; None when open."""
+        if first == last:
+            return self(self.points[first])
+        return range_holds(self.feasible, self._bounds(first, last))
+
+    def _change(self, first: int, last: int, start: bool) -> int:
+        """The index past `first` where the condition stops being `start`, bisected (it is not `start` at `last`)."""
+        while last - first > 1:
+            middle = (first + last) // 2
+            if self(self.points[middle]) == start:
+                first = middle
+            else:
+                last = middle
+        return last
+
+    def _somewhere(self, margin, first: int, last: int, start, above: bool) -> bool:
+        """Whether `margin` is above (else below) `start` at some point first..last where it is a number."""
+        if first > last:
+            return False
+        if first == last:
+            value = self._number_at(margin, first)
+            return value is not None and (value > start if above else value < start)
+        try:
+            value = IntervalEvaluator(self._bounds(first, last)).visit(margin)
+        except EVERYWHERE:  # a number at no point
+            return False
+        span = bounds_of(value)
+        if span is not None:
+            low, high = span[0], span[1]
+            if (high <= start) if above else (low >= start):
+                return False
+            if (low > start) if above else (high < start):
+                return True
+        elif value is NONE:
+            return False
+        for end in (first, last):  # a margin that only grows or shrinks goes furthest at an end
+            value = self._number_at(margin, end)
+            if value is not None and (value > start if above else value < start):
+                return True
+        middle = (first + last) // 2
+        return (self._somewhere(margin, first, middle, start, above)
+                or self._somewhere(margin, middle + 1, last, start, above))
+
+    def _number_at(self, margin, index: int):
+        """The exact value of `margin` at the point `index`, when it is a finite number; else None."""
+        try:
+            value = evaluate_expr(margin, self._values_at(self.points[index]))
+        except EVERYWHERE:
+            return None
+        if not isinstance(value, (Fraction, int)):
+            return None
+        try:
+            return value if math.isfinite(float(value)) else None
+        except OverflowError:
+            return None
+
+    def _values_at(self, x) -> dict:
+        values = self._exact.get(x)
+        if values is None:
+            self._spend(1)
+            values = self._exact[x] = self.feasible.values(x)
+        return values
+
+    def _bounds(self, first: int, last: int) -> dict:
+        values = self._ranges.get((first, last))
+        if values is None:
+            self._spend(0)
+            values = self._ranges[(first, last)] = range_values(self.feasible, self.order, self.points[first],
+                                                                self.points[last])
+        return values
+
+    def _spend(self, kind: int) -> None:
+        self._left[kind] -= 1
+        if self._left[kind] < 0:
+            raise Undecided
