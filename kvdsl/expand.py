@@ -46,17 +46,21 @@ class _Failed(Exception):
     """A mistake already recorded: the cell that holds it is left out of later checks."""
 
 
-def expand_workspace(ws, only: Optional[set] = None):
+def expand_workspace(ws, only: Optional[set] = None, expanded=()):
     """A copy of the workspace whose blocks and defaults have plain cells only (see the module docstring).
 
     Errors join `ws.errors` in the copy; a cell that fails is kept, marked `broken`.  With `only`, the
-    blocks of other names are left as written (a rebuild takes those blocks as they were built).
+    blocks of other names are left as written, and `expanded` holds (defaults as written, as expanded)
+    pairs taken where the same defaults come again: a rebuild takes those as they were built (its
+    functions are the same).
     """
     functions = FunctionTable(ws.functions)
     expander = Expander(functions)
     blocks = [(_with_cells(block, expander) if only is None or block.name in only else block, prelude)
               for block, prelude in ws.blocks]
-    defaults = [(_with_cells(d, expander), prelude) for d, prelude in ws.defaults]
+    known = {id(written): (written, made) for written, made in expanded}
+    defaults = [(known[id(d)][1] if id(d) in known and known[id(d)][0] is d else _with_cells(d, expander), prelude)
+                for d, prelude in ws.defaults]
     return dataclasses.replace(ws, blocks=blocks, defaults=defaults,
                                errors=list(ws.errors) + functions.errors + expander.errors)
 

@@ -28,8 +28,10 @@ __all__ = ["build", "merged_blocks", "with_literals", "BlockInfo", "CellRef", "F
 
 
 class _Resolver(Merger, NameResolver, DimensionChecker):
-    def __init__(self, ws: Workspace, overrides: dict, expand: Optional[set] = None):
-        ws = expand_workspace(ws, expand)  # families, functions and `for` expanded: plain cells from here on
+    def __init__(self, ws: Workspace, overrides: dict, expand: Optional[set] = None, expanded: list = ()):
+        written = [d for d, _ in ws.defaults]
+        ws = expand_workspace(ws, expand, expanded)  # families, functions and `for` expanded: plain cells from here on
+        self.expanded_defaults = list(zip(written, (d for d, _ in ws.defaults)))
         self.ws = ws
         self.overrides = overrides  # block -> {cell name: Cell}
         self.errors: list = list(ws.errors)
@@ -87,6 +89,7 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
     def _program(self) -> Program:
         program = Program(self.blocks, self.cells, self.order, self.readers)
         program.consulted, program.reads = self.consulted, self.reads
+        program.expanded_defaults = self.expanded_defaults
         program.sources = (self.ws.leave_out, [(shown, prelude) for _, _, shown, prelude in self.ws.sources], self.ws.texts)
         return program
 
@@ -95,9 +98,8 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
 
         With `same_cells`, so are the cells of the blocks in `rebuilt` made
         from the same definitions as in `base` (see `_same_cells`); raises
-        _Moved when a cell resolved again has another form, dimension or
-        target than before (the cells taken then may not be what a full build
-        makes).  None when the cells do not match `base`'s or the blocks
+        _Moved when a cell resolved again has another dimension or target
+        than before (the cells taken then may not be what a full build makes).  None when the cells do not match `base`'s or the blocks
         rebuilt have a mistake (the full build then says what `run` would).
         """
         self.collect_blocks()
@@ -159,24 +161,32 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
 
     def _read_by_same(self, same: dict, base: Program) -> None:
         """What the cells taken by `_same_cells` read, as resolving their names would note it: the blocks
-        they read (`readers`, exactly), and the blocks their block consulted before (`consulted`, all of
-        them: the cells resolved again may no longer consult some)."""
-        for key, rc in same.items():
-            for ref in walk_refs(rc.expr):
-                for read in (ref.key, *ref.via):
-                    if read[0] != key[0]:
-                        self.readers.setdefault(read[0], set()).add(key[0])
+        they read (`readers`), and the blocks their block consulted before (`consulted`, all of them: the
+        cells resolved again may no longer consult some)."""
         for block in {key[0] for key in same}:
+            read = {other for other, readers in base.readers.items() if block in readers}
+            # what a cell resolved again read before may be read by none of those taken
+            doubtful = read & _blocks_read([base.cells[k] for k in base.block_keys(block) if k not in same], block)
+            if doubtful:
+                read -= doubtful - _blocks_read([rc for k, rc in same.items() if k[0] == block], block)
+            for other in read:
+                self.readers.setdefault(other, set()).add(block)
             self.consulted.setdefault(block, set()).update(base.consulted.get(block, ()))
 
     def _moved(self, base: Program, key: Key) -> bool:
-        """Has the cell `key`, resolved again, another form, dimension or target than in `base`?"""
+        """Has the cell `key`, resolved again, another dimension or target than in `base`? (What other
+        cells' names and dimensions depend on: a rule that became a number changes neither.)"""
         new, old = self.cells[key], base.cells[key]
-        return (new.form, new.dim, new.ref_target) != (old.form, old.dim, old.ref_target)
+        return (new.dim, new.ref_target) != (old.dim, old.ref_target)
 
 
 class _Moved(Exception):
-    """A cell resolved again changed its form, dimension or target: the cells taken with it must be resolved too."""
+    """A cell resolved again changed its dimension or target: the cells taken with it must be resolved too."""
+
+
+def _blocks_read(cells, block: str) -> set:
+    """The blocks other than `block` that the rules of `cells` read, directly or through reference cells."""
+    return {read[0] for rc in cells for ref in walk_refs(rc.expr) for read in (ref.key, *ref.via) if read[0] != block}
 
 
 def _same_source(a: m.Cell, b: m.Cell) -> bool:
@@ -205,10 +215,10 @@ def rebuild(ws: Workspace, base: Program, rebuilt: set) -> Optional[Program]:
     """The program of `ws`, resolving only the blocks in `rebuilt` and taking the others' cells from `base`,
     or None when only a full build can tell (see `kvdsl/reuse.py`, which says which blocks to rebuild)."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
-    try:  # the blocks taken from `base` are taken as built, not expanded again
-        return _Resolver(ws, {}, rebuilt).rerun(base, rebuilt)
+    try:  # the blocks taken from `base` are taken as built, and its defaults as expanded, not expanded again
+        return _Resolver(ws, {}, rebuilt, base.expanded_defaults).rerun(base, rebuilt)
     except _Moved:
-        return _Resolver(ws, {}, rebuilt).rerun(base, rebuilt, same_cells=False)
+        return _Resolver(ws, {}, rebuilt, base.expanded_defaults).rerun(base, rebuilt, same_cells=False)
 
 
 def with_literals(program: Program, overrides: dict) -> Optional[Program]:

@@ -1,6 +1,6 @@
 """The exact rules over a range of one cell's values: bounds that hold every value a rule takes there.
 
-The answer search (`kvdsl/windows.py`) wants to know where a condition
+The answer search (`kvdsl/range_search.py`) wants to know where a condition
 holds among the integers.  Over a range of the unknown, each rule's values
 lie within bounds computed from its arguments' (a sum from the sums of the
 ends, `ceil` from the ceilings of the ends, ...); where the bounds decide
@@ -15,12 +15,11 @@ evaluated exactly.
 
 from __future__ import annotations
 
-import math
 import operator
 from fractions import Fraction
 
 from .errors import KvdslError
-from .evaluate import _COMPARE, NONE, _power, _Unknown, evaluate_expr, text_of
+from .evaluate import _COMPARE, NONE, _power, _Unknown, text_of
 from .functions import FUNCTIONS
 from .visitor import ExprVisitor
 
@@ -298,166 +297,3 @@ def _broken(feasible, values: dict, key):
         return False
     return True if value is False and scope is None or value is False and engine == scope else None
 
-
-# ---- where a condition holds among many points, a range at a time ---------------------------
-
-RANGES = 12  # ranges bounded before a search gives the bounds up (each costs about three evaluations at a point)
-POINTS = 64  # values evaluated one at a time before it does
-
-
-class Undecided(Exception):
-    """The bounds left too much open: more than RANGES ranges or POINTS points were needed."""
-
-
-class RangeSearch:
-    """Where a condition (`search.Feasibility`) holds among sorted integer `points`, a range at a time.
-
-    A range of points whose bounds decide the condition is settled at once.
-    Where they leave it open and the condition differs at the range's two
-    ends, the change between them is bisected on the exact rules and each side
-    is then settled by its own bounds; otherwise the range is split in two.
-    Calling the search with a value tells, exactly, whether it holds there.
-    """
-
-    def __init__(self, feasible, order: list, points):
-        self.feasible, self.order, self.points = feasible, order, points
-        self._held: dict = {}  # value -> whether the condition holds there
-        self._exact: dict = {}  # value -> every cell's value there
-        self._ranges: dict = {}  # (first, last) index -> the bounds of every cell over points first..last
-        self._left = [RANGES, POINTS]
-
-    def __call__(self, x) -> bool:
-        held = self._held.get(x)
-        if held is None:
-            held = self._held[x] = self.feasible.holds(self._values_at(x))
-        return held
-
-    def runs(self) -> list:
-        """(first index, last index, holds) of each run of points where the condition holds, or fails, throughout."""
-        last = len(self.points) - 1
-        if last:
-            self._pilot(0)
-        found: list = []
-        self._runs(0, last, found)
-        runs: list = []
-        for first, last, held in found:
-            if runs and runs[-1][2] == held:
-                first = runs.pop()[0]
-            runs.append((first, last, held))
-        return runs
-
-    def trend(self, margin) -> int:
-        """1 when `margin` is larger at some point than at the first where it is a number, -1 when it is
-        only smaller elsewhere, 0 when it is the same at every point."""
-        first, last = 0, len(self.points) - 1
-        start = self._number_at(margin, first)
-        while start is None and first < last:
-            first += 1
-            start = self._number_at(margin, first)
-        if start is None:
-            return 0
-        if self._somewhere(margin, first + 1, last, start, above=True):
-            return 1
-        return -1 if self._somewhere(margin, first + 1, last, start, above=False) else 0
-
-    def _runs(self, first: int, last: int, found: list) -> None:
-        verdict = self._over(first, last)
-        if verdict is not None:
-            found.append((first, last, verdict))
-            return
-        start, end = self(self.points[first]), self(self.points[last])
-        if start == end:
-            self._pilot(first)
-            middle = (first + last) // 2
-            self._runs(first, middle, found)
-            self._runs(middle + 1, last, found)
-            return
-        change = self._change(first, last, start)
-        for low, high, held in ((first, change - 1, start), (change, last, end)):
-            if self._over(low, high) == held:
-                found.append((low, high, held))
-            else:
-                self._runs(low, high, found)
-
-    def _pilot(self, first: int) -> None:
-        """Undecided when the bounds cannot settle the point `first` and the next, where the condition is the
-        same: they would split range after range down to its points (a condition on divisibility, say)."""
-        if self._over(first, first + 1) is None and self(self.points[first]) == self(self.points[first + 1]):
-            raise Undecided
-
-    def _over(self, first: int, last: int):
-        """True or False when the condition holds, or fails, at every point first..last; None when open."""
-        if first == last:
-            return self(self.points[first])
-        return range_holds(self.feasible, self._bounds(first, last))
-
-    def _change(self, first: int, last: int, start: bool) -> int:
-        """The index past `first` where the condition stops being `start`, bisected (it is not `start` at `last`)."""
-        while last - first > 1:
-            middle = (first + last) // 2
-            if self(self.points[middle]) == start:
-                first = middle
-            else:
-                last = middle
-        return last
-
-    def _somewhere(self, margin, first: int, last: int, start, above: bool) -> bool:
-        """Whether `margin` is above (else below) `start` at some point first..last where it is a number."""
-        if first > last:
-            return False
-        if first == last:
-            value = self._number_at(margin, first)
-            return value is not None and (value > start if above else value < start)
-        try:
-            value = IntervalEvaluator(self._bounds(first, last)).visit(margin)
-        except EVERYWHERE:  # a number at no point
-            return False
-        span = bounds_of(value)
-        if span is not None:
-            low, high = span[0], span[1]
-            if (high <= start) if above else (low >= start):
-                return False
-            if (low > start) if above else (high < start):
-                return True
-        elif value is NONE:
-            return False
-        for end in (first, last):  # a margin that only grows or shrinks goes furthest at an end
-            value = self._number_at(margin, end)
-            if value is not None and (value > start if above else value < start):
-                return True
-        middle = (first + last) // 2
-        return (self._somewhere(margin, first, middle, start, above)
-                or self._somewhere(margin, middle + 1, last, start, above))
-
-    def _number_at(self, margin, index: int):
-        """The exact value of `margin` at the point `index`, when it is a finite number; else None."""
-        try:
-            value = evaluate_expr(margin, self._values_at(self.points[index]))
-        except EVERYWHERE:
-            return None
-        if not isinstance(value, (Fraction, int)):
-            return None
-        try:
-            return value if math.isfinite(float(value)) else None
-        except OverflowError:
-            return None
-
-    def _values_at(self, x) -> dict:
-        values = self._exact.get(x)
-        if values is None:
-            self._spend(1)
-            values = self._exact[x] = self.feasible.values(x)
-        return values
-
-    def _bounds(self, first: int, last: int) -> dict:
-        values = self._ranges.get((first, last))
-        if values is None:
-            self._spend(0)
-            values = self._ranges[(first, last)] = range_values(self.feasible, self.order, self.points[first],
-                                                                self.points[last])
-        return values
-
-    def _spend(self, kind: int) -> None:
-        self._left[kind] -= 1
-        if self._left[kind] < 0:
-            raise Undecided

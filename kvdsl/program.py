@@ -135,6 +135,7 @@ class Program:
         self.consulted: dict = {}
         self.reads: dict = {}  # key -> the cells its rule names, each once, in order (from the dimension pass)
         self.sources: Optional[tuple] = None
+        self.expanded_defaults: list = []  # (defaults as written, as expanded): a rebuild expands them no more
         self.kept_answers: dict = {}  # `?` answers of the blocks taken from the program it was rebuilt from
 
     def __getstate__(self) -> dict:
@@ -179,11 +180,13 @@ class Program:
         """Every engine block, in load order."""
         return [b for b in self.blocks.values() if b.kind == "engine"]
 
-    def dependencies(self, key: Key) -> list:
-        """The keys a cell's rule names, in order, repeats included."""
-        found = self._dependencies.get(key)
+    def dependencies(self, key: Key):
+        """The keys a cell's rule names, in order (each once where the dimension pass noted them in `reads`)."""
+        found = self.reads.get(key)
         if found is None:
-            found = self._dependencies[key] = [ref.key for ref in walk_refs(self.cells[key].expr)]
+            found = self._dependencies.get(key)
+            if found is None:
+                found = self._dependencies[key] = [ref.key for ref in walk_refs(self.cells[key].expr)]
         return found
 
     def users(self, block: str) -> dict:

@@ -6,7 +6,10 @@ other files resolve to the same cells as before, with the same values and
 of the changed files, and every block whose names were looked up in one of
 those (`Program.consulted`) or that extends one, and so on.  The others are
 taken from the program built before (`graph.rebuild`), with their values and
-answers (`carry_over`).
+answers (`carry_over`).  So are the cells of the blocks resolved again that
+are made from the same definitions as before (a deployment's prelude and
+engine rules, when one of its own lines changed), as long as the cells
+resolved again keep their dimensions and the blocks they name.
 
 Only a change that leaves everything else as it was qualifies: the same files
 in the same order (no import added or removed, no file moved), the same

@@ -143,7 +143,7 @@ def _solve(program: Program, block: str, cell: str, symbolic, others: bool, unch
     if not integer and solution.expression is not None and _exact_real(solution, program, base, target):
         found = None
     else:
-        found = search_answer(program, block, cell, base, solution.constraint)
+        found = search_answer(program, block, cell, base, solution.constraint, near=solution.relaxed)
         _take(solution, found, integer)
     if solution.constraint == CONSTRAINT and expanded is None:
         if solution.value is None and not (found is not None and found.windows is not None and found.windows.spans):

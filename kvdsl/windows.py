@@ -12,12 +12,13 @@ NumPy, in floats, and each boundary that decides the answer is settled exactly.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
 
 from .graph import Key, Program
-from .intervals import RangeSearch, Undecided
+from .range_search import RangeSearch, Undecided
 from .search import (CONSTRAINT, SEARCH_LIMIT, Feasibility, VectorFeasibility, constraint_for, integer_quantity,
                      real_search, truth)
 
@@ -55,18 +56,19 @@ class Windows:
         return [[low, high] for low, high in self.spans]
 
 
-def integer_windows(feasible: Feasibility, direction_cell: Optional[Key] = None, limit: int = SEARCH_LIMIT) -> Windows:
+def integer_windows(feasible: Feasibility, direction_cell: Optional[Key] = None, limit: int = SEARCH_LIMIT,
+                    near=None) -> Windows:
     """Every window of integers 1..limit where `feasible` holds.
 
     Every integer up to DENSE is tried; past it, values in doubling steps, a
     boundary between two of them found by bisection.  Every boundary that
     decides the answer is exact.  `direction_cell` (the block's `fits`) tells
-    which end answers: see Windows.
+    which end answers: see Windows.  `near`: where a boundary is expected.
     """
     vector = VectorFeasibility(feasible, (direction_cell,) if direction_cell else ())
     points = _Points(limit)
     try:
-        windows = _bounded_windows(feasible, vector, direction_cell, points)
+        windows = _bounded_windows(feasible, vector, direction_cell, points, near)
     except Undecided:
         windows = None
     return windows or _vector_windows(feasible, vector, direction_cell, points, limit)
@@ -88,11 +90,11 @@ class _Points:
         return index + 1 if index < self.dense else self.tail[index - self.dense]
 
 
-def _bounded_windows(feasible: Feasibility, vector, direction_cell, points: _Points) -> Optional[Windows]:
-    """The windows, exact at every point, from bounds over ranges of points (`kvdsl/intervals.py`); None
+def _bounded_windows(feasible: Feasibility, vector, direction_cell, points: _Points, near=None) -> Optional[Windows]:
+    """The windows, exact at every point, from bounds over ranges of points (`kvdsl/range_search.py`); None
     when there is none (the nearest miss is scored over every point).  Raises Undecided past its budget."""
-    search = RangeSearch(feasible, vector.order, points)
-    spans = [tuple(span) for span in _spans(search, points, search.runs())]
+    search = RangeSearch(feasible, vector.order, points, near)
+    spans = [tuple(span) for span in _spans(search.change, points, search.runs())]
     if not spans:
         return None
     trend = 0
@@ -113,24 +115,24 @@ def _vector_windows(feasible: Feasibility, vector, direction_cell, points: _Poin
     changes = np.flatnonzero(held[1:] != held[:-1]) + 1
     runs = [(int(first), int(last), bool(held[first]))
             for first, last in zip([0, *changes], [*(changes - 1), len(floats) - 1])]
-    spans = _settled(feasible, _spans(feasible, points, runs), limit)
+    spans = _settled(feasible, _spans(functools.partial(_change, feasible), points, runs), limit)
     windows = Windows(spans, _direction(_vector_trend(vector, values, direction_cell, floats), spans))
     if not spans:
         windows.nearest = _nearest(feasible, vector, values, xs, windows.direction)
     return windows
 
 
-def _spans(feasible, points: _Points, runs: list) -> list:
+def _spans(change, points: _Points, runs: list) -> list:
     """[low, high] of the runs of points that hold; past the dense points, where a run starts or ends is
-    bisected between two points.  `runs`: (first index, last index, holds), in order."""
+    found between two points by `change` (see `_change`).  `runs`: (first index, last index, holds), in order."""
     spans, low = [], None
     for first, _, held in runs:
         x = points[first]
         previous = points[first - 1] if first else None
         if held and low is None:
-            low = x if previous is None or x - previous == 1 else _change(feasible, previous, x)
+            low = x if previous is None or x - previous == 1 else change(previous, x)
         elif not held and low is not None:
-            spans.append([low, previous if x - previous == 1 else _change(feasible, previous, x) - 1])
+            spans.append([low, previous if x - previous == 1 else change(previous, x) - 1])
             low = None
     if low is not None:
         spans.append([low, None])
@@ -325,18 +327,20 @@ class Answer:
     windows: Optional[Windows] = None  # integer cells only
 
 
-def search_answer(program: Program, block: str, cell: str, base: dict, constraint: Optional[str] = None) -> Answer:
+def search_answer(program: Program, block: str, cell: str, base: dict, constraint: Optional[str] = None,
+                  near=None) -> Answer:
     """The answer to `block.cell = ?` on the exact rules, without SymPy.
 
     An integer cell gets every window where the condition holds (see
-    integer_windows); any other number the boundary found by bisection.
+    integer_windows; `near`: where the answer is expected); any other number
+    the boundary found by bisection.
     """
     target = (block, cell)
     constraint = constraint or constraint_for(program, block, cell, base)
     feasible = Feasibility(program, base, target, (block, constraint))
     direction_cell = (block, CONSTRAINT) if (block, CONSTRAINT) in program.cells else None
     if integer_quantity(program, target, base):
-        windows = integer_windows(feasible, direction_cell)
+        windows = integer_windows(feasible, direction_cell, near=near)
         value = windows.value
         if value is None:
             return Answer(None, False, windows.direction, constraint, windows)
