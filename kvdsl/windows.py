@@ -22,8 +22,8 @@ from .range_search import RangeSearch, Undecided
 from .search import (CONSTRAINT, SEARCH_LIMIT, Feasibility, VectorFeasibility, constraint_for, integer_quantity,
                      real_search, truth)
 
-DENSE = 65_536  # every integer from 1 to DENSE is tried (vectorized, in one pass)
-SETTLE = 64  # the most steps an exact boundary lies from the one floats put it at
+DENSE = 65_536  # every integer from 1 to DENSE is tried (by ranges, else all at once with NumPy)
+SETTLE = 64  # the most steps an exact boundary lies from the one NumPy's floats put it at
 REFINED = 64  # windows whose ends are checked exactly (the answer's always is)
 
 
