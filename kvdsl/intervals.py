@@ -19,9 +19,8 @@ import operator
 from fractions import Fraction
 
 from .errors import KvdslError
-from .evaluate import _COMPARE, NONE, _power, _Unknown, text_of
+from .evaluate import _COMPARE, NONE, Evaluator, _power, _Unknown, text_of
 from .functions import FUNCTIONS
-from .visitor import ExprVisitor
 
 
 class Bounds:
@@ -138,34 +137,15 @@ def _comparison(op: str, a: tuple, b: tuple):
     return op == "!="
 
 
-class IntervalEvaluator(ExprVisitor):
+class IntervalEvaluator(Evaluator):
     """Bounds of a resolved expression over a range, given those of the cells it reads.
 
     A value is exact (the same at every point), Bounds, MAYBE or ANY.  What
     raises one of EVERYWHERE is an error at every point of the range that
-    reaches it, as in the exact evaluation; where only some points reach it
-    (one branch of an `if` the range does not decide), the value is ANY.
+    reaches it, as in the exact evaluation (whose leaves this one reads as
+    it does); where only some points reach it (one branch of an `if` the
+    range does not decide), the value is ANY.
     """
-
-    def __init__(self, values: dict):
-        self.values = values
-
-    def visit_Num(self, expr):
-        return expr.value
-
-    visit_Bool = visit_Str = visit_Num
-
-    def visit_NoneValue(self, expr):
-        return NONE
-
-    def visit_Name(self, expr):
-        raise TypeError(f"`{expr.dotted}` was never resolved")
-
-    def visit_CellRef(self, expr):
-        value = self.values[expr.key]
-        if value is None:
-            raise _Unknown
-        return value
 
     def visit_Unary(self, expr):
         inner = self.visit(expr.operand)

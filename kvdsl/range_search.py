@@ -24,6 +24,21 @@ BUDGET = 3_500
 RANGE_COST = 3
 
 
+def first_change(holds, before: int, after: int) -> int:
+    """The first value past `before` where `holds` differs from its value there, bisected between the two
+    (`after` if it does not differ there)."""
+    side = holds(before)
+    if holds(after) == side:
+        return after
+    while after - before > 1:
+        middle = (before + after) // 2
+        if holds(middle) == side:
+            before = middle
+        else:
+            after = middle
+    return after
+
+
 class Undecided(Exception):
     """The bounds left too much open: the search would evaluate more than BUDGET rules."""
 
@@ -67,7 +82,7 @@ class RangeSearch:
 
     def change(self, before: int, after: int) -> int:
         """The first value past `before` where the condition is not what it is there (`after` if none is),
-        as `windows._change` bisects it, the values between settled by their bounds where they can be."""
+        as `first_change` bisects it, the values between settled by their bounds where they can be."""
         side = self(before)
         if self(after) == side:
             return after
@@ -75,13 +90,7 @@ class RangeSearch:
             between = range_holds(self.feasible, self._range(before + 1, after - 1))
             if between is not None:
                 return after if between == side else before + 1
-        while after - before > 1:
-            middle = (before + after) // 2
-            if self(middle) == side:
-                before = middle
-            else:
-                after = middle
-        return after
+        return first_change(self, before, after)
 
     def trend(self, margin) -> int:
         """1 when `margin` is larger at some point than at the first where it is a number, -1 when it is

@@ -35,10 +35,15 @@ def gaps(constraint, x) -> list:
     return out
 
 
-def substitute_conditions(expr, env: dict):
-    """Decide the conditions of every `if`, `min` and `max` that the given values decide."""
+def substitute_conditions(expr, env: dict, nested: bool = False):
+    """Decide the conditions of every `if`, `min` and `max` that the given values decide.
+
+    A `min` or `max` the values leave open becomes its regimes, as `if`s; one
+    left open inside another raises TooLarge, unless `nested` (a workbook's
+    formula, over every regime, whose size is bounded before).
+    """
     if expr.has(sp.Min, sp.Max):
-        expr = expr.replace(lambda e: isinstance(e, (sp.Min, sp.Max)), lambda e: _decided_extremum(e, env))
+        expr = expr.replace(lambda e: isinstance(e, (sp.Min, sp.Max)), lambda e: _decided_extremum(e, env, nested))
 
     def fix(pw):
         return sp.Piecewise(*[(a, c.xreplace(env) if hasattr(c, "subs") else c) for a, c in pw.args])
@@ -46,7 +51,7 @@ def substitute_conditions(expr, env: dict):
     return expr.replace(lambda e: isinstance(e, sp.Piecewise), fix)
 
 
-def _decided_extremum(extremum, env: dict):
+def _decided_extremum(extremum, env: dict, nested: bool = False):
     """A `min` or `max` as the argument the values choose; among arguments still open, as `if`s.
 
     The arguments the values decide are settled before any rewriting: rewritten
@@ -60,7 +65,7 @@ def _decided_extremum(extremum, env: dict):
         if len(decided) == len(args):
             return args[best]
         args = [arg for i, arg in enumerate(args) if i == best or i not in decided]
-    if any(arg.has(sp.Piecewise) for arg in args):
+    if not nested and any(arg.has(sp.Piecewise) for arg in args):
         raise TooLarge("the condition nests a `min` or `max` the values leave open inside another: "
                        "its closed form has more branches than a reader could follow")
     op = sp.Le if isinstance(extremum, sp.Min) else sp.Ge

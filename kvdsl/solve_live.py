@@ -58,10 +58,16 @@ def live_form(program: Program, block: str, cell: str, assume_zeros=False):
     if any(r.has(x) and not isinstance(r, (sp.Le, sp.Lt, sp.Ge, sp.Gt)) and _guarded(r, x) not in guarded
            for r in relations(constraint)):
         raise NoLiveForm(f"`{block}.{cell}` must also meet `==` or `!=` conditions: no formula follows them")
-    try:
-        per_relation = _relation_bounds(constraint, guarded, x, solution.direction)
-    except TooLarge as exc:
-        raise NoLiveForm(exc.message) from None
+    per_relation = []
+    for gap in gaps(constraint, x):
+        bound = _bound(gap, x, solution.direction)
+        if bound is not None:
+            per_relation.append(bound)
+    for free, relation in guarded:  # no bound where the condition without x holds (no batch limit, no prefill pool)
+        bound = _bound(gaps(relation, x)[0], x, solution.direction)
+        if bound is not None:
+            loosest = sp.oo if solution.direction == "max" else sp.S.Zero  # (x is positive)
+            per_relation.append(sp.Piecewise((loosest, free), (bound, True)))
     if not per_relation:
         raise SolveError(f"cannot write `{block}.{cell}` as a formula")
     combine = sp.Min if solution.direction == "max" else sp.Max
@@ -70,22 +76,6 @@ def live_form(program: Program, block: str, cell: str, assume_zeros=False):
         expr = sp.floor(expr) if solution.direction == "max" else sp.ceiling(expr)
     _check_live_form(program, block, cell, expr, expander, solution)
     return expr, expander, sorted(assumed)
-
-
-def _relation_bounds(constraint, guarded: list, x, direction: str) -> list:
-    """The bound on x of each relation of the constraint that has one; an `either or` one holds no bound
-    where its condition without x holds (no batch limit, no prefill pool)."""
-    out = []
-    for gap in gaps(constraint, x):
-        bound = _bound(gap, x, direction)
-        if bound is not None:
-            out.append(bound)
-    for free, relation in guarded:
-        bound = _bound(gaps(relation, x)[0], x, direction)
-        if bound is not None:
-            loosest = sp.oo if direction == "max" else sp.S.Zero  # (x is positive)
-            out.append(sp.Piecewise((loosest, free), (bound, True)))
-    return out
 
 
 def _guarded(relation, x):
@@ -102,11 +92,15 @@ def _guarded(relation, x):
 def _bound(gap, x, direction: str):
     """The bound on x of one relation `gap <= 0` over its regimes, or None when no regime has a root in closed form.
 
-    A `min` or `max` becomes its regimes as the solve's do (`substitute_conditions`), with no value given: the
-    formula holds for any; one the constants decide is settled, and one open inside another is too large.
+    A `min` or `max` becomes its regimes as the solve's do (`substitute_conditions`), with no value given (the
+    formula holds for any): one the constants decide is settled, the others are `if`s, nested ones too, and so
+    is an `abs` beside them.
     """
     step = rounding_step(gap, x)
-    gap = relax(substitute_conditions(gap, {}))
+    if gap.has(sp.Min, sp.Max):
+        gap = substitute_conditions(gap.replace(lambda e: isinstance(e, sp.Abs), lambda e: e.rewrite(sp.Piecewise)),
+                                    {}, nested=True)
+    gap = relax(gap)
     branches = []
     for piece, condition in pieces(gap):
         if not piece.has(x):

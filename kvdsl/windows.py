@@ -18,7 +18,7 @@ from fractions import Fraction
 from typing import Optional
 
 from .graph import Key, Program
-from .range_search import RangeSearch, Undecided
+from .range_search import RangeSearch, Undecided, first_change
 from .search import (CONSTRAINT, SEARCH_LIMIT, Feasibility, VectorFeasibility, constraint_for, integer_quantity,
                      real_search, truth)
 
@@ -115,7 +115,7 @@ def _vector_windows(feasible: Feasibility, vector, direction_cell, points: _Poin
     changes = np.flatnonzero(held[1:] != held[:-1]) + 1
     runs = [(int(first), int(last), bool(held[first]))
             for first, last in zip([0, *changes], [*(changes - 1), len(floats) - 1])]
-    spans = _settled(feasible, _spans(functools.partial(_change, feasible), points, runs), limit)
+    spans = _settled(feasible, _spans(functools.partial(first_change, feasible), points, runs), limit)
     windows = Windows(spans, _direction(_vector_trend(vector, values, direction_cell, floats), spans))
     if not spans:
         windows.nearest = _nearest(feasible, vector, values, xs, windows.direction)
@@ -124,7 +124,7 @@ def _vector_windows(feasible: Feasibility, vector, direction_cell, points: _Poin
 
 def _spans(change, points: _Points, runs: list) -> list:
     """[low, high] of the runs of points that hold; past the dense points, where a run starts or ends is
-    found between two points by `change` (see `_change`).  `runs`: (first index, last index, holds), in order."""
+    found between two points by `change` (see `first_change`).  `runs`: (first index, last index, holds), in order."""
     spans, low = [], None
     for first, _, held in runs:
         x = points[first]
@@ -137,20 +137,6 @@ def _spans(change, points: _Points, runs: list) -> list:
     if low is not None:
         spans.append([low, None])
     return spans
-
-
-def _change(feasible, before: int, after: int) -> int:
-    """The first value past `before` where the exact condition differs from its value there (`after` if none does)."""
-    side = feasible(before)
-    if feasible(after) == side:
-        return after
-    while after - before > 1:
-        mid = (before + after) // 2
-        if feasible(mid) == side:
-            before = mid
-        else:
-            after = mid
-    return after
 
 
 def _settled(feasible, spans: list, limit: int) -> list:

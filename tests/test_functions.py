@@ -1,7 +1,7 @@
 """One registry per language fact: every back end covers every built-in function and every node.
 
 The back ends are the interpreters of the expression tree: exact evaluation,
-the NumPy sweep, SymPy, dimensions, the kvspec text printer (`explain`) and
+the NumPy sweep, bounds over a range of values (the answer search), SymPy, dimensions, the kvspec text printer (`explain`) and
 the Excel printers (a cell's rule, and SymPy's closed forms).  A function
 added to `kvdsl/functions.py` alone must work in `eval`, `sweep`, `solve` and
 the workbook, as sqlglot's generators are checked against its expressions.
@@ -23,12 +23,13 @@ from kvdsl.evaluate import Evaluator
 from kvdsl.excel.printer import ExcelPrinter, RulePrinter
 from kvdsl.exprtext import TextPrinter
 from kvdsl.functions import FUNCTIONS, Function, MixedDimensions, plain_number
+from kvdsl.intervals import IntervalEvaluator
 from kvdsl.symbolic import Converter
 from kvdsl.vector import VectorEvaluator
 from kvdsl.units import BOOL, BYTES, NUMBER, TOKENS
 from kvdsl.visitor import NODES, ExprVisitor, NameMapper, missing_nodes
 
-BACK_ENDS = [Evaluator, VectorEvaluator, Converter, DimensionRules, TextPrinter, RulePrinter, NameMapper]
+BACK_ENDS = [Evaluator, VectorEvaluator, IntervalEvaluator, Converter, DimensionRules, TextPrinter, RulePrinter, NameMapper]
 
 
 @pytest.mark.parametrize("back_end", BACK_ENDS, ids=lambda c: c.__name__)
