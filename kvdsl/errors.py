@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
+from .compact import pickled_by_fields
 
+
+@pickled_by_fields
 @dataclass(frozen=True)
 class Span:
     """A region of a source file: 1-based line and column, end exclusive."""

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Optional, Union
 
+from .compact import pickled_by_fields
 from .errors import Span
 from .units import Dim
 from .words import BLOCK_KINDS  # noqa: F401 (the kinds a block may have, as the spec model names them)
@@ -44,6 +45,7 @@ class _Node:
         return node
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Num(_Node):
     """A number in base units. `bare` is true for a plain number written without unit."""
@@ -54,12 +56,14 @@ class Num(_Node):
     bare: bool = False
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Bool(_Node):
     value: bool
     span: Span
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class NoneValue(_Node):
     """`none`: no value, where one does not apply (the cost of a deployment that does not run)."""
@@ -67,6 +71,7 @@ class NoneValue(_Node):
     span: Span
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Str(_Node):
     """A text literal: `"GQA"`."""
@@ -75,6 +80,7 @@ class Str(_Node):
     span: Span
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Name(_Node):
     """A reference: `layers`, `model.layers`, `h100_sxm.memory`, `stage_start[3]`.
@@ -93,6 +99,7 @@ class Name(_Node):
         return ".".join(self.parts)
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Unary(_Node):
     op: str  # "-" or "not"
@@ -101,6 +108,7 @@ class Unary(_Node):
     _fields = ("operand",)
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Binary(_Node):
     op: str  # + - * / ^ & < <= > >= == != and or
@@ -110,6 +118,7 @@ class Binary(_Node):
     _fields = ("left", "right")
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Call(_Node):
     func: str
@@ -119,6 +128,7 @@ class Call(_Node):
     _fields = ("args",)
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class If(_Node):
     cond: "Expr"
@@ -128,6 +138,7 @@ class If(_Node):
     _fields = ("cond", "then", "otherwise")
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class For(_Node):
     """`for s in 1..8: body` among a call's arguments: the body once for each `s`.
@@ -159,6 +170,7 @@ def member_name(family: str, index: int) -> str:
 # ---- cells and blocks ----------------------------------------------------
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class KindSetting:
     """`kv_heads = 16` inside a layer kind: the shape of that kind's layers."""
@@ -168,6 +180,7 @@ class KindSetting:
     span: Span
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class LayerKind:
     """One layer of a pattern: `full`, `sliding(128)`, `sliding(1024, kv_heads = 16, head_dim = 256)`."""
@@ -178,6 +191,7 @@ class LayerKind:
     shape: tuple = ()  # KindSetting
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Family:
     """`[s in 1..8]` after a cell's name: the index, and its bounds as written."""
@@ -189,6 +203,7 @@ class Family:
     var_span: Span
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Cell:
     """One `name = value` (or `name: dimension`) line.
@@ -223,6 +238,7 @@ class Cell:
     broken: bool = False  # the first pass met a mistake in it (already reported): later passes skip it
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class FnDef:
     """`fn NAME(a, b) = expr` at the top of a file: a pure function, inlined where it is called."""
@@ -238,6 +254,7 @@ class FnDef:
     calls: frozenset = frozenset()
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Block:
     kind: str
@@ -257,6 +274,7 @@ class Block:
         return None
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Defaults:
     """`defaults model, deployment { ... }`: cells every block of these kinds inherits."""
@@ -267,12 +285,14 @@ class Defaults:
     kind_spans: tuple
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Import:
     path: str
     span: Span
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class SpecFile:
     path: str

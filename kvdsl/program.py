@@ -9,6 +9,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .compact import pickled_by_fields
 from . import model as m
 from .errors import Span
 
@@ -45,6 +46,7 @@ class Origin(str, enum.Enum):
         return self.value
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class CellRef:
     """A resolved name in an expression: the cell it means and the reference
@@ -62,6 +64,7 @@ class CellRef:
         return ()
 
 
+@pickled_by_fields
 @dataclass(eq=False)
 class ResolvedCell:
     """One cell of one block, after merging, with its resolved expression.
@@ -97,6 +100,7 @@ class ResolvedCell:
         return self.name[len(self.scope) + 1:] if self.scope else self.name
 
 
+@pickled_by_fields
 @dataclass
 class BlockInfo:
     name: str
@@ -134,6 +138,7 @@ class Program:
         self.reads: dict = {}  # key -> the cells its rule names, each once, in order (from the dimension pass)
         self.sources: Optional[tuple] = None
         self.kept_answers: dict = {}  # `?` answers of the blocks taken from the program it was rebuilt from
+        self.closed_forms: dict = {}  # formulas the workbook printed through SymPy, by what they are (`closed_form`)
 
     def __getstate__(self) -> dict:
         """What is pickled: the program and its plain evaluation, not the caches of what reads what."""
