@@ -212,24 +212,24 @@ _PENDING: dict = {}
 PENDING_KEPT = 4
 
 
-# fingerprint -> the closed forms its program held when read from disk
+# fingerprint -> how many things a workbook derived of its program (`Program.derived`) when it was read from disk
 _READ: dict = {}
 
 
 def _read_program(fingerprint: str) -> Optional[Program]:
     program = cache.load_program(fingerprint)
     if program is not None:
-        _READ[fingerprint] = len(program.closed_forms)
+        _READ[fingerprint] = len(program.derived)
     return program
 
 
 def store_pending() -> None:
     """Write the programs built for the second time to disk, with what was computed of them (`evaluated`, `solved`,
-    the workbook's `closed_forms`), and write again those read back to which an export added closed forms."""
+    what a workbook `derived` of them), and write again those read back to which an export added some."""
     for fingerprint, held in _READ.items():
         program = _BUILT.get((fingerprint, ()), (None,))[0]
-        if program is not None and len(program.closed_forms) > held:
-            _READ[fingerprint] = len(program.closed_forms)
+        if program is not None and len(program.derived) > held:
+            _READ[fingerprint] = len(program.derived)
             _PENDING[fingerprint] = program
     while _PENDING:
         fingerprint, program = _PENDING.popitem()

@@ -138,7 +138,9 @@ class Program:
         self.reads: dict = {}  # key -> the cells its rule names, each once, in order (from the dimension pass)
         self.sources: Optional[tuple] = None
         self.kept_answers: dict = {}  # `?` answers of the blocks taken from the program it was rebuilt from
-        self.closed_forms: dict = {}  # formulas the workbook printed through SymPy, by what they are (`closed_form`)
+        # what a workbook derived from the program alone (a closed form printed through SymPy, the GPU counts an
+        # engine runs), by what it is: made once and kept with it (`WorkbookWriter.derived`)
+        self.derived: dict = {}
 
     def __getstate__(self) -> dict:
         """What is pickled: the program and its plain evaluation, not the caches of what reads what."""

@@ -242,13 +242,13 @@ def test_a_program_is_kept_on_disk_the_second_time_its_files_are_built(cache_dir
     forget_programs()
 
 
-def test_an_export_keeps_its_closed_forms_with_the_program_on_disk(cache_dir, monkeypatch):
-    """The formulas an export prints through SymPy (a solved cell's, the What-if sheet's) go to disk with its
-    program, also one another command kept there: an export of the program read back writes the same bytes
-    without printing them again."""
+def test_an_export_keeps_what_it_derives_with_the_program_on_disk(cache_dir, monkeypatch):
+    """What an export derives from the program alone (the formulas it prints through SymPy, a solved cell's and
+    the What-if sheet's; the GPU counts an engine runs) goes to disk with the program, also one another command
+    kept there: an export of the program read back writes the same bytes without deriving them again."""
     import io
 
-    from kvdsl.excel import charts, values
+    from kvdsl.excel import charts, plan_sheet, values
     from kvdsl.excel.saving import save_fixed
     from kvdsl.excel.workbook import build_workbook
 
@@ -262,14 +262,15 @@ def test_an_export_keeps_its_closed_forms_with_the_program_on_disk(cache_dir, mo
 
     for _ in range(2):  # kept on disk by `eval`, without closed forms
         evaluate(_built_anew(paths))
-    first = exported()  # read back; the closed forms printed, and written with it when forgotten
+    first = exported()  # read back; what the export derives is written with it when forgotten
     forget_programs()
 
     def printed_again(*_):
-        raise AssertionError("a closed form was printed again")
+        raise AssertionError("derived again")
 
     monkeypatch.setattr(values, "_solved_formula", printed_again)
     monkeypatch.setattr(charts, "_what_if_formula", printed_again)
+    monkeypatch.setattr(plan_sheet, "_tensor_parallel_counts", printed_again)
     assert exported() == first
     forget_programs()
 

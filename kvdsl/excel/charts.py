@@ -89,7 +89,7 @@ def what_if_sheet(writer, wb) -> None:
         cell.fill = PatternFill("solid", fgColor=INPUT_FILL)
         contexts.add(cell.coordinate)
     for j, name in enumerate(deployments, start=2):
-        formula = writer.closed_form(("what-if", name), lambda: _what_if_formula(writer, name))
+        formula = writer.derived(("what-if", name), lambda: _what_if_formula(writer, name))
         for i in range(2, 2 + len(WHAT_IF_CONTEXTS)):
             ws.cell(i, j).value = formula.replace(CONTEXT_SLOT, f"$A{i}")
             ws.cell(i, j).number_format = "#,##0"

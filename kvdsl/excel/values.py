@@ -126,7 +126,7 @@ def _write_value(writer, target, key: Key) -> None:
             target.value = "=" + writer.lookup(rc.ref_expr.key, rc.ref_expr.via)
             writer.formulas += 1
     elif rc.form == "unknown":
-        formula, note = writer.closed_form(("solved", key), lambda: _solved_formula(writer, key))
+        formula, note = writer.derived(("solved", key), lambda: _solved_formula(writer, key))
         target.value = stored_number(value) if formula is None else formula
         if note is not None:
             from openpyxl.comments import Comment

@@ -182,13 +182,15 @@ class WorkbookWriter:
         refs.update(extra)
         return self.formula(expr, refs)
 
-    def closed_form(self, what: tuple, make):
-        """`make()`: a formula printed through SymPy (a solved cell's, a What-if column's), made once per program.
+    def derived(self, what: tuple, make):
+        """`make()`, what the workbook derives from the program alone, made once per program.
 
-        It is kept with the program (`Program.closed_forms`), which goes to disk
-        with them: an export of a program read back imports no SymPy.
+        A formula printed through SymPy (a solved cell's, a What-if column's),
+        the GPU counts an engine runs (a search over NumPy arrays): each is kept
+        with the program (`Program.derived`), which goes to disk with them, so
+        an export of a program read back imports no SymPy and searches nothing.
         """
-        kept = self.program.closed_forms
+        kept = self.program.derived
         if what not in kept:
             kept[what] = make()
         return kept[what]
