@@ -65,6 +65,18 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
             self.instantiate(info)
         return self.blocks
 
+    def run_once(self, base: Optional[Program] = None, rebuilt: Optional[set] = None) -> Optional[Program]:
+        """`run` (or `rerun` from `base`), then let go of the resolver's parts.
+
+        hazard: the dimension rules and the resolver refer to each other; a
+        long-lived process that freezes what survives (the language server)
+        would keep every resolver, and all it holds, for good.
+        """
+        try:
+            return self.run() if base is None else self.rerun(base, rebuilt)
+        finally:
+            self.dim_rules = None
+
     def run(self) -> Program:
         self.merge()
         self._resolve()
@@ -137,6 +149,7 @@ def merged_blocks(ws: Workspace) -> dict:
     """
     resolver = _Resolver(ws, {})
     blocks = resolver.merge()
+    resolver.dim_rules = None  # see `run_once`
     if any(not isinstance(e, Silent) for e in resolver.errors):
         build(ws)
     return blocks
@@ -145,14 +158,14 @@ def merged_blocks(ws: Workspace) -> dict:
 def build(ws: Workspace, overrides: Optional[dict] = None) -> Program:
     """Resolve a workspace into a Program, or raise every error found."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
-    return _Resolver(ws, overrides or {}).run()
+    return _Resolver(ws, overrides or {}).run_once()
 
 
 def rebuild(ws: Workspace, base: Program, rebuilt: set) -> Optional[Program]:
     """The program of `ws`, resolving only the blocks in `rebuilt` and taking the others' cells from `base`,
     or None when only a full build can tell (see `kvdsl/reuse.py`, which says which blocks to rebuild)."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
-    return _Resolver(ws, {}).rerun(base, rebuilt)
+    return _Resolver(ws, {}).run_once(base, rebuilt)
 
 
 def with_literals(program: Program, overrides: dict) -> Optional[Program]:
