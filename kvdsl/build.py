@@ -46,7 +46,7 @@ def build_program(paths: Iterable[str], settings: Iterable[Setting] = (), leave_
     question = json.dumps([os.getcwd(), paths, leave_out])
     fingerprint = _known_fingerprint(question)
     if fingerprint is not None and (fingerprint, ()) not in _BUILT:
-        stored = cache.load_program(fingerprint)
+        stored = _read_program(fingerprint)
         if stored is not None:
             _keep((fingerprint, ()), stored)
             _ON_DISK.add(fingerprint)
@@ -81,6 +81,7 @@ def forget_programs() -> None:
     store_pending()
     _BUILT.clear()
     _WHERE.clear()
+    _READ.clear()
 
 
 def _build(workspace, settings: list, fingerprint: str, reload, before=None) -> Program:
@@ -126,7 +127,7 @@ def program_of(workspace, base=None) -> Program:
     """
     key = (workspace.fingerprint, ())
     if key not in _BUILT:
-        program = cache.load_program(workspace.fingerprint)
+        program = _read_program(workspace.fingerprint)
         if program is None:
             program = _rebuilt(workspace, base) or build(workspace)
             if cache.seen(workspace.fingerprint):
@@ -211,8 +212,25 @@ _PENDING: dict = {}
 PENDING_KEPT = 4
 
 
+# fingerprint -> how many things a workbook derived of its program (`Program.derived`) when it was read from disk
+_READ: dict = {}
+
+
+def _read_program(fingerprint: str) -> Optional[Program]:
+    program = cache.load_program(fingerprint)
+    if program is not None:
+        _READ[fingerprint] = len(program.derived)
+    return program
+
+
 def store_pending() -> None:
-    """Write the programs built for the second time to disk, with what was computed of them (`evaluated`, `solved`)."""
+    """Write the programs built for the second time to disk, with what was computed of them (`evaluated`, `solved`,
+    what a workbook `derived` of them), and write again those read back to which an export added some."""
+    for fingerprint, held in _READ.items():
+        program = _BUILT.get((fingerprint, ()), (None,))[0]
+        if program is not None and len(program.derived) > held:
+            _READ[fingerprint] = len(program.derived)
+            _PENDING[fingerprint] = program
     while _PENDING:
         fingerprint, program = _PENDING.popitem()
         cache.store_program(fingerprint, program)

@@ -16,7 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional
 
+from .compact import pickled_by_fields
 
+
+@pickled_by_fields
 @dataclass(frozen=True)
 class Span:
     """A region of a source file: 1-based line and column, end exclusive."""
@@ -194,6 +197,9 @@ class ConfigAssumption(KvdslError):
     severity = "warning"
 
 
+SHOWN_ERRORS = 50  # a file wrong everywhere shows its first mistakes, not a screenful of each
+
+
 class ErrorList(KvdslError):
     """Several errors found in one run, reported together."""
 
@@ -201,8 +207,13 @@ class ErrorList(KvdslError):
         self.errors = sorted(errors, key=lambda e: e.sort_key())
         super().__init__(f"{len(self.errors)} error(s)")
 
-    def render(self) -> str:
-        return "\n".join(e.render() for e in self.errors)
+    def render(self, limit: int = SHOWN_ERRORS) -> str:
+        """The first `limit` errors, then how many more there are (`check --json` lists them all)."""
+        shown = [e.render() for e in self.errors[:limit]]
+        if len(self.errors) > limit:
+            shown.append(f"... and {len(self.errors) - limit:,} more errors, not shown; "
+                         "`kvdsl check --json` lists them all")
+        return "\n".join(shown)
 
 
 def did_you_mean(name: str, candidates: Iterable[str]) -> Optional[str]:

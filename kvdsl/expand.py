@@ -105,29 +105,33 @@ class FunctionTable:
 
     def _find_cycles(self) -> None:
         state: dict = {}  # name -> "busy" or "done"
-        reported = set()
-
-        def visit(name: str, path: list):
-            state[name] = "busy"
-            for callee in sorted(self.by_name[name].calls):
-                if callee not in self.by_name:
-                    continue
-                if state.get(callee) == "busy":
-                    loop = path[path.index(callee):] + [callee]
-                    self.broken.update(loop)
-                    if frozenset(loop) not in reported:
-                        reported.add(frozenset(loop))
-                        fn = self.by_name[loop[0]]
-                        self.errors.append(CycleError("functions call each other in a cycle: " + " -> ".join(loop),
-                                                      fn.name_span, hint="a function is inlined where it is called, "
-                                                      "so it cannot call itself"))
-                elif callee not in state:
-                    visit(callee, path + [callee])
-            state[name] = "done"
-
+        reported: set = set()
         for name in self.by_name:
             if name not in state:
-                visit(name, [name])
+                self._visit(name, [name], state, reported)
+
+    def _visit(self, name: str, path: list, state: dict, reported: set) -> None:
+        """Depth first from `name`, reporting each loop of calls once.
+
+        A method, not a closure: a nested function that calls itself is a
+        reference cycle, which only the cycle collector frees.
+        """
+        state[name] = "busy"
+        for callee in sorted(self.by_name[name].calls):
+            if callee not in self.by_name:
+                continue
+            if state.get(callee) == "busy":
+                loop = path[path.index(callee):] + [callee]
+                self.broken.update(loop)
+                if frozenset(loop) not in reported:
+                    reported.add(frozenset(loop))
+                    fn = self.by_name[loop[0]]
+                    self.errors.append(CycleError("functions call each other in a cycle: " + " -> ".join(loop),
+                                                  fn.name_span, hint="a function is inlined where it is called, "
+                                                  "so it cannot call itself"))
+            elif callee not in state:
+                self._visit(callee, path + [callee], state, reported)
+        state[name] = "done"
 
 
 def _check_body(fn: m.FnDef, expr, bound: set, errors: list) -> None:

@@ -67,6 +67,19 @@ class _Resolver(Merger, NameResolver, DimensionChecker):
             self.instantiate(info)
         return self.blocks
 
+    def run_once(self, base: Optional[Program] = None, rebuilt: Optional[set] = None,
+                 same_cells: bool = True) -> Optional[Program]:
+        """`run` (or `rerun` from `base`), then let go of the resolver's parts.
+
+        hazard: the dimension rules and the resolver refer to each other; a
+        long-lived process that freezes what survives (the language server)
+        would keep every resolver, and all it holds, for good.
+        """
+        try:
+            return self.run() if base is None else self.rerun(base, rebuilt, same_cells)
+        finally:
+            self.dim_rules = None
+
     def run(self) -> Program:
         self.merge()
         self._resolve()
@@ -200,6 +213,7 @@ def merged_blocks(ws: Workspace) -> dict:
     """
     resolver = _Resolver(ws, {})
     blocks = resolver.merge()
+    resolver.dim_rules = None  # see `run_once`
     if any(not isinstance(e, Silent) for e in resolver.errors):
         build(ws)
     return blocks
@@ -208,7 +222,7 @@ def merged_blocks(ws: Workspace) -> dict:
 def build(ws: Workspace, overrides: Optional[dict] = None) -> Program:
     """Resolve a workspace into a Program, or raise every error found."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
-    return _Resolver(ws, overrides or {}).run()
+    return _Resolver(ws, overrides or {}).run_once()
 
 
 def rebuild(ws: Workspace, base: Program, rebuilt: set) -> Optional[Program]:
@@ -216,9 +230,9 @@ def rebuild(ws: Workspace, base: Program, rebuilt: set) -> Optional[Program]:
     or None when only a full build can tell (see `kvdsl/reuse.py`, which says which blocks to rebuild)."""
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20_000))
     try:  # the blocks taken from `base` are taken as built, and its defaults as expanded, not expanded again
-        return _Resolver(ws, {}, rebuilt, base.expanded_defaults).rerun(base, rebuilt)
+        return _Resolver(ws, {}, rebuilt, base.expanded_defaults).run_once(base, rebuilt)
     except _Moved:
-        return _Resolver(ws, {}, rebuilt, base.expanded_defaults).rerun(base, rebuilt, same_cells=False)
+        return _Resolver(ws, {}, rebuilt, base.expanded_defaults).run_once(base, rebuilt, same_cells=False)
 
 
 def with_literals(program: Program, overrides: dict) -> Optional[Program]:

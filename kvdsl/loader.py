@@ -99,6 +99,17 @@ def display_path(path: Path) -> str:
     return CATALOG + path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
 
 
+def _not_a_file(reached: Path, is_dir: bool, exists: bool, span) -> ImportFailure:
+    """The error for a path that names no spec file, named as it was written (`/dev/stdin`, not `/proc/...`)."""
+    try:
+        exists = exists or reached.exists()  # a pipe behind /dev/stdin resolves to a name that does not exist
+    except OSError:
+        pass
+    what = ("a directory, not a spec file" if is_dir else
+            "not a regular file (a pipe, device or socket): a spec is read from a file" if exists else "not found")
+    return ImportFailure(f"cannot read `{display_path(Path(reached))}`: {what}", span)
+
+
 class _Loader:
     def __init__(self, leave_out: tuple = (), known: Optional[dict] = None):
         self.known = known or {}
@@ -126,8 +137,7 @@ class _Loader:
         self.done.add(path)
         shown = display_path(path)
         if not is_file:
-            what = "a directory, not a spec file" if is_dir else "not a regular file" if exists else "not found"
-            self.ws.errors.append(ImportFailure(f"cannot read `{shown}`: {what}", span))
+            self.ws.errors.append(_not_a_file(reached, is_dir, exists, span))
             return
         try:
             text = overlay[path] if path in overlay else read_spec(path, shown)

@@ -211,9 +211,9 @@ def _without_collector_pauses(fn, *args):
 
     hazard: an analysis of the catalog holds some 250,000 objects; with the
     collector on, each full collection scans them all and stops every thread
-    for up to a second (a hover included).  An analysis makes almost no
-    reference cycles, so objects it leaves behind are still freed by their
-    reference counts once unused, frozen or not.
+    for up to a second (a hover included).  An analysis makes no reference
+    cycles (tests/test_lsp.py checks it), so objects it leaves behind are
+    still freed by their reference counts once unused, frozen or not.
     """
     gc.disable()
     try:

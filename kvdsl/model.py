@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Optional, Union
 
+from .compact import pickled_by_fields
 from .errors import Span
 from .units import Dim
 from .words import BLOCK_KINDS  # noqa: F401 (the kinds a block may have, as the spec model names them)
@@ -44,6 +45,7 @@ class _Node:
         return node
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Num(_Node):
     """A number in base units. `bare` is true for a plain number written without unit."""
@@ -54,6 +56,7 @@ class Num(_Node):
     bare: bool = False
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Bool(_Node):
     """`true` or `false`."""
@@ -62,6 +65,7 @@ class Bool(_Node):
     span: Span
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class NoneValue(_Node):
     """`none`: no value, where one does not apply (the cost of a deployment that does not run)."""
@@ -69,6 +73,7 @@ class NoneValue(_Node):
     span: Span
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Str(_Node):
     """A text literal: `"GQA"`."""
@@ -77,6 +82,7 @@ class Str(_Node):
     span: Span
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Name(_Node):
     """A reference: `layers`, `model.layers`, `h100_sxm.memory`, `stage_start[3]`.
@@ -95,6 +101,7 @@ class Name(_Node):
         return ".".join(self.parts)
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Unary(_Node):
     """`-x` or `not x`."""
@@ -105,6 +112,7 @@ class Unary(_Node):
     _fields = ("operand",)
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Binary(_Node):
     """Two operands and an operator: arithmetic, `&` (text), a comparison, `and`, `or`."""
@@ -116,6 +124,7 @@ class Binary(_Node):
     _fields = ("left", "right")
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Call(_Node):
     """A built-in function called (`ceil(x)`, `min(a, b)`); a spec's own `fn` is inlined before."""
@@ -127,6 +136,7 @@ class Call(_Node):
     _fields = ("args",)
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class If(_Node):
     """`if cond then a else b`."""
@@ -138,6 +148,7 @@ class If(_Node):
     _fields = ("cond", "then", "otherwise")
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class For(_Node):
     """`for s in 1..8: body` among a call's arguments: the body once for each `s`.
@@ -169,6 +180,7 @@ def member_name(family: str, index: int) -> str:
 # ---- cells and blocks ----------------------------------------------------
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class KindSetting:
     """`kv_heads = 16` inside a layer kind: the shape of that kind's layers."""
@@ -178,6 +190,7 @@ class KindSetting:
     span: Span
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class LayerKind:
     """One layer of a pattern: `full`, `sliding(128)`, `sliding(1024, kv_heads = 16, head_dim = 256)`."""
@@ -188,6 +201,7 @@ class LayerKind:
     shape: tuple = ()  # KindSetting
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Family:
     """`[s in 1..8]` after a cell's name: the index, and its bounds as written."""
@@ -199,6 +213,7 @@ class Family:
     var_span: Span
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Cell:
     """One `name = value` (or `name: dimension`) line.
@@ -233,6 +248,7 @@ class Cell:
     broken: bool = False  # the first pass met a mistake in it (already reported): later passes skip it
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class FnDef:
     """`fn NAME(a, b) = expr` at the top of a file: a pure function, inlined where it is called."""
@@ -248,6 +264,7 @@ class FnDef:
     calls: frozenset = frozenset()
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Block:
     """A block as written: its kind, name, title, cells and the block it extends."""
@@ -269,6 +286,7 @@ class Block:
         return None
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Defaults:
     """`defaults model, deployment { ... }`: cells every block of these kinds inherits."""
@@ -279,6 +297,7 @@ class Defaults:
     kind_spans: tuple
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Import:
     """`import "path"`."""
@@ -287,6 +306,7 @@ class Import:
     span: Span
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class SpecFile:
     """One parsed file: its blocks, imports, defaults and functions, in order."""

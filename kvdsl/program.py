@@ -9,6 +9,7 @@ import enum
 from dataclasses import dataclass, field
 from typing import Optional
 
+from .compact import pickled_by_fields
 from . import model as m
 from .errors import Span
 
@@ -45,6 +46,7 @@ class Origin(str, enum.Enum):
         return self.value
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class CellRef:
     """A resolved name in an expression: the cell it means and the reference
@@ -62,6 +64,7 @@ class CellRef:
         return ()
 
 
+@pickled_by_fields
 @dataclass(eq=False)
 class ResolvedCell:
     """One cell of one block, after merging, with its resolved expression.
@@ -97,6 +100,7 @@ class ResolvedCell:
         return self.name[len(self.scope) + 1:] if self.scope else self.name
 
 
+@pickled_by_fields
 @dataclass
 class BlockInfo:
     """A merged block: its name, kind, title, the block as written, and its cells' names in display order."""
@@ -137,6 +141,9 @@ class Program:
         self.sources: Optional[tuple] = None
         self.expanded_defaults: list = []  # (defaults as written, as expanded): a rebuild expands them no more
         self.kept_answers: dict = {}  # `?` answers of the blocks taken from the program it was rebuilt from
+        # what a workbook derived from the program alone (a closed form printed through SymPy, the GPU counts an
+        # engine runs), by what it is: made once and kept with it (`WorkbookWriter.derived`)
+        self.derived: dict = {}
 
     def __getstate__(self) -> dict:
         """What is pickled: the program and its plain evaluation, not the caches of what reads what."""

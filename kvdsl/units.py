@@ -22,10 +22,13 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional
 
+from .compact import pickled_by_fields
+
 BASES = ("bytes", "tokens", "elements", "seconds", "USD", "FLOP")
 _SINGULAR = {"bytes": "byte", "tokens": "token", "elements": "element", "seconds": "s", "USD": "USD", "FLOP": "FLOP"}
 
 
+@pickled_by_fields
 @dataclass(frozen=True)
 class Dim:
     """A physical dimension: exponents of bytes, tokens, elements, seconds, USD, FLOP."""

@@ -242,6 +242,39 @@ def test_a_program_is_kept_on_disk_the_second_time_its_files_are_built(cache_dir
     forget_programs()
 
 
+def test_an_export_keeps_what_it_derives_with_the_program_on_disk(cache_dir, monkeypatch):
+    """What an export derives from the program alone (the formulas it prints through SymPy, a solved cell's and
+    the What-if sheet's; the GPU counts an engine runs) goes to disk with the program, also one another command
+    kept there: an export of the program read back writes the same bytes without deriving them again."""
+    import io
+
+    from kvdsl.excel import charts, plan_sheet, values
+    from kvdsl.excel.saving import save_fixed
+    from kvdsl.excel.workbook import build_workbook
+
+    paths = [str(ROOT / "specs" / "deployments" / "qwen3_32b_h200_solved.kvspec")]
+
+    def exported() -> bytes:
+        forget_programs()
+        stream = io.BytesIO()
+        save_fixed(build_workbook(*evaluate_paths(paths), paths)[0], stream)
+        return stream.getvalue()
+
+    for _ in range(2):  # kept on disk by `eval`, without closed forms
+        evaluate(_built_anew(paths))
+    first = exported()  # read back; what the export derives is written with it when forgotten
+    forget_programs()
+
+    def printed_again(*_):
+        raise AssertionError("derived again")
+
+    monkeypatch.setattr(values, "_solved_formula", printed_again)
+    monkeypatch.setattr(charts, "_what_if_formula", printed_again)
+    monkeypatch.setattr(plan_sheet, "_tensor_parallel_counts", printed_again)
+    assert exported() == first
+    forget_programs()
+
+
 def test_a_program_on_disk_is_not_read_for_other_code_or_when_damaged(cache_dir, tmp_path, monkeypatch):
     spec = tmp_path / "m.kvspec"
     spec.write_text(SPEC)

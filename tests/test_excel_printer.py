@@ -14,7 +14,8 @@ from sympy import (Abs, Add, And, Eq, Float, Function, Integer, Integral, Max, M
                    sqrt, symbols, zoo)
 
 from kvdsl.errors import ExportError
-from kvdsl.excel.printer import ExcelPrinter, excel_formula, excel_text_literal
+from kvdsl.excel.formula import excel_text_literal
+from kvdsl.excel.printer import ExcelPrinter, excel_formula
 
 x, y, z = symbols("x y z")
 flag = Symbol("flag")

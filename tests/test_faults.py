@@ -117,7 +117,7 @@ def test_line_endings_share_a_cache_entry(tmp_path, monkeypatch):
 def test_export_solving_context_where_memory_does_not_bound_it(tmp_path, spec, block):
     import openpyxl
 
-    from kvdsl.excel.printer import UNBOUNDED
+    from kvdsl.excel.formula import UNBOUNDED
 
     out = tmp_path / "w.xlsx"
     cli("export", spec, "-o", out, "--set", f"{block}.context=?", code=0)
@@ -147,7 +147,8 @@ def test_export_of_an_answer_no_formula_follows_writes_it_with_a_note(tmp_path):
 def test_unbounded_prints_as_a_documented_large_number():
     import sympy as sp
 
-    from kvdsl.excel.printer import UNBOUNDED, excel_formula
+    from kvdsl.excel.formula import UNBOUNDED
+    from kvdsl.excel.printer import excel_formula
 
     x = sp.Symbol("x")
     assert excel_formula(sp.Min(x, sp.oo)) == "x"

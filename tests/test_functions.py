@@ -20,7 +20,8 @@ from kvdsl import functions as f
 from kvdsl.api import build_program, evaluate_paths, parse_setting
 from kvdsl.dims import DimensionRules
 from kvdsl.evaluate import Evaluator
-from kvdsl.excel.printer import ExcelPrinter, RulePrinter
+from kvdsl.excel.formula import RulePrinter
+from kvdsl.excel.printer import ExcelPrinter
 from kvdsl.exprtext import TextPrinter
 from kvdsl.functions import FUNCTIONS, Function, MixedDimensions, plain_number
 from kvdsl.intervals import IntervalEvaluator

@@ -5,6 +5,7 @@ Each test fails on the code before its fix (issue 30's findings).
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -249,3 +250,12 @@ def test_a_zero_context_where_vllm_sizes_by_concurrency_is_one_error_at_the_user
     path.write_text(text)
     r = cli("eval", path, "--json", "--all", code=1)  # was a ZeroDivisionError in float_int
     assert [where for where, _, _ in errors(r.stderr)] == [str(path)] and "context = 0" in r.stderr
+
+
+def test_a_file_wrong_on_every_line_shows_its_first_fifty_errors_and_counts_the_rest(tmp_path):
+    spec = tmp_path / "wrong.kvspec"
+    spec.write_text('model m "M" {\n' + "".join(f"    x{i} = nope{i}\n" for i in range(70)) + "}\n")
+    r = cli("check", spec, code=1)
+    assert len(errors(r.stderr)) == 50 and r.stderr.endswith(
+        "... and 24 more errors, not shown; `kvdsl check --json` lists them all\n")  # was all 74, each with its lines
+    assert len(json.loads(cli("check", spec, "--json", code=1).stdout)["errors"]) == 74

@@ -279,3 +279,11 @@ def test_a_model_called_like_a_word_of_the_language_gets_another_name(tmp_path, 
     spec = tmp_path / f"{model.name}.kvspec"
     spec.write_text(model.render(), encoding="utf-8")
     assert cli("check", spec, code=0).startswith("ok: 1 model")
+
+
+def test_a_spec_from_a_pipe_is_refused_under_the_name_given():
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    result = subprocess.run([sys.executable, "-m", "kvdsl", "check", "/dev/stdin"], input='model m "M" {\n',
+                            capture_output=True, text=True, timeout=30, env=env)
+    assert result.returncode == 1  # was "cannot read `/proc/N/fd/pipe:[M]`: not found"
+    assert result.stderr == "error: cannot read `/dev/stdin`: not a regular file (a pipe, device or socket): a spec is read from a file\n"

@@ -427,3 +427,25 @@ def test_without_pygls_the_command_says_what_to_install():
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr == "error: `kvdsl lsp` needs pygls, which is not installed\nhint: pip install 'kvdsl[lsp]'\n"
+
+
+def test_an_analysis_leaves_no_reference_cycles_for_the_frozen_collector_to_keep():
+    """The server freezes what an analysis leaves (`gc.freeze()`): a cycle in it would be kept for good."""
+    import gc
+
+    from kvdsl import lsp_analysis
+
+    path = SPECS / "deployments" / "gpt_oss_120b_h100.kvspec"
+    text = path.read_text() + "\n# an edit\n"
+    gc.collect()
+    gc.disable()
+    try:
+        lsp_analysis.analyze(path, text, {path: text})  # the resolver and the function table made cycles
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = [type(o).__qualname__ for o in gc.garbage if type(o).__module__.startswith("kvdsl")]
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
+    assert left == []

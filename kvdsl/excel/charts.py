@@ -89,8 +89,7 @@ def what_if_sheet(writer, wb) -> None:
         cell.fill = PatternFill("solid", fgColor=INPUT_FILL)
         contexts.add(cell.coordinate)
     for j, name in enumerate(deployments, start=2):
-        expr, expander, context = max_batch_at_context(writer, name)
-        formula = writer.expanded_formula(expr, expander, {context.name: CONTEXT_SLOT})
+        formula = writer.derived(("what-if", name), lambda: _what_if_formula(writer, name))
         for i in range(2, 2 + len(WHAT_IF_CONTEXTS)):
             ws.cell(i, j).value = formula.replace(CONTEXT_SLOT, f"$A{i}")
             ws.cell(i, j).number_format = "#,##0"
@@ -98,6 +97,12 @@ def what_if_sheet(writer, wb) -> None:
     ws.column_dimensions["A"].width = 16
     ws.freeze_panes = "B2"
     _what_if_charts(ws, len(deployments), len(WHAT_IF_CONTEXTS))
+
+
+def _what_if_formula(writer, block: str) -> str:
+    """The What-if formula of a deployment: its `max_batch` with CONTEXT_SLOT where a row's context goes."""
+    expr, expander, context = max_batch_at_context(writer, block)
+    return writer.expanded_formula(expr, expander, {context.name: CONTEXT_SLOT})
 
 
 def _what_if_charts(ws, deployments: int, contexts: int) -> None:

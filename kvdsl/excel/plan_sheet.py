@@ -325,22 +325,9 @@ class PlanSheet:
 
     def _engine_counts(self, d) -> Optional[list]:
         """The GPU counts up to GPU_COUNTS the deployment's engine runs (its tensor-parallel rule), or None if it runs any."""
-        import numpy as np
-
-        from ..search import Feasibility, VectorFeasibility, truth
-
         if (d, "engine_runs_tensor_parallel") not in self.program.cells or (d, "gpus") not in self.program.cells:
             return None
-        if not hasattr(self, "_counts"):
-            self._counts = {}
-        if d not in self._counts:
-            rule = Feasibility(self.program, self.w.values, (d, "gpus"), (d, "engine_runs_tensor_parallel"))
-            vector = VectorFeasibility(rule)
-            xs = np.arange(1, GPU_COUNTS + 1, dtype=float)
-            runs = truth(vector.values(xs).get((d, "engine_runs_tensor_parallel")), len(xs))
-            counts = [int(x) for x, ok in zip(xs, runs) if ok]
-            self._counts[d] = None if len(counts) == GPU_COUNTS else counts
-        return self._counts[d]
+        return self.w.derived(("gpu counts", d), lambda: _tensor_parallel_counts(self.w, d))
 
     def _gpu_validation(self, d, words):
         """A drop-down of the GPU counts the engine runs: another count is refused, as the CLI refuses it."""
@@ -409,6 +396,19 @@ def print_scale(widths: list, rows: int) -> int:
     draws instead (DejaVu Serif, where Calibri is missing), a third wider: the page is reckoned for that."""
     wide = sum(9.5 * w + 5 for w in widths)  # pixels at 96 dpi
     return int(min(100, 100 * PAGE_WIDTH_PX / wide, 100 * PAGE_HEIGHT_PX / (rows * ROW_PX)))
+
+
+def _tensor_parallel_counts(writer, d) -> Optional[list]:
+    """The GPU counts up to GPU_COUNTS the engine of deployment `d` runs, or None if it runs any."""
+    import numpy as np
+
+    from ..search import Feasibility, VectorFeasibility, truth
+
+    rule = Feasibility(writer.program, writer.values, (d, "gpus"), (d, "engine_runs_tensor_parallel"))
+    xs = np.arange(1, GPU_COUNTS + 1, dtype=float)
+    runs = truth(VectorFeasibility(rule).values(xs).get((d, "engine_runs_tensor_parallel")), len(xs))
+    counts = [int(x) for x, ok in zip(xs, runs) if ok]
+    return None if len(counts) == GPU_COUNTS else counts
 
 
 def result_unit(dim, value) -> tuple:

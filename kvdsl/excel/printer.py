@@ -6,9 +6,9 @@ Unlike them it is strict by construction: a node with no rule here raises
 `ExportError`, so an expression either prints as a formula that computes the
 same value or does not print at all.
 
-An unbounded value (SymPy's `oo`) prints as UNBOUNDED, 1E+300: a number
-every spreadsheet holds, larger than any byte or token count, that MIN and
-comparisons treat as it should be treated.
+An unbounded value (SymPy's `oo`) prints as UNBOUNDED, 1E+300, and a
+rational number as `formula.number_text` prints it (the numbers, the limits
+and the rules printed as written are in `formula.py`, without SymPy).
 
 Only functions that every Excel since 2010 and LibreOffice know are used:
 IF, MIN, MAX, INT, ABS, SQRT, AND, OR, NOT, PI.  Two Excel rules shape the
@@ -19,39 +19,17 @@ digits of a number literal, so longer numbers are written as exact arithmetic.
 
 from __future__ import annotations
 
-import re
 from decimal import Decimal
+from fractions import Fraction
 from typing import Optional
 
-from sympy import Basic, Integer, Or, Pow, Rational, S, piecewise_fold, sympify
+from sympy import Basic, Integer, Or, Pow, S, piecewise_fold, sympify
 from sympy.printing.codeprinter import CodePrinter
 
 from kvdsl.errors import ExportError
-from kvdsl.functions import CALL, COMPARISON, FUNCTIONS, NEGATIVE, by_sympy_head
-from kvdsl.visitor import ExprVisitor
-
-# Excel precedence, loosest first.  NEG is any text that starts with a unary
-# minus: Excel applies that minus before everything else, so such text is
-# parenthesized wherever an operand could be mistaken for it.
-CMP, NEG, ADD, MUL, POW, ATOM = range(6)
-
-UNBOUNDED = "1E+300"  # what an unbounded answer is in a workbook
-MAX_DIGITS = 15  # Excel keeps this many significant digits of a literal
-MAX_FORMULA_CHARS = 8192
-MAX_FUNCTION_NESTING = 64
-MAX_TEXT_LITERAL = 255
-SPLIT_HINT = "write parts of the expression as cells of their own (`let part = ...`) and use them"
-
-_RELATIONAL_OPS = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
-_SIMPLE_NAME = re.compile(r"[A-Za-z0-9_.$!\\]+")
-
-
-def excel_text_literal(s: str) -> str:
-    """An Excel string literal for `s`: in double quotes, inner quotes doubled."""
-    if len(s) > MAX_TEXT_LITERAL:
-        raise ExportError(f"a text of {len(s)} characters is longer than Excel allows in a formula "
-                          f"({MAX_TEXT_LITERAL})")
-    return '"' + s.replace('"', '""') + '"'
+from kvdsl.excel.formula import (ADD, ATOM, CMP, MAX_DIGITS, MUL, NEG, POW, RELATIONAL_OPS, SIMPLE_NAME, UNBOUNDED,
+                                 check_limits, exact_double, number_text, to_float)
+from kvdsl.functions import CALL, COMPARISON, NEGATIVE, by_sympy_head
 
 
 def excel_formula(expr, names: Optional[dict] = None) -> str:
@@ -157,7 +135,7 @@ class ExcelPrinter(CodePrinter):
         if expr.name not in names:
             raise ExportError(f"no Excel name for `{expr.name}`")
         text = str(names[expr.name])
-        return text if _SIMPLE_NAME.fullmatch(text) else f"({text})"
+        return text if SIMPLE_NAME.fullmatch(text) else f"({text})"
 
     def _print_Integer(self, expr):
         return self._number(expr)[0]
@@ -168,24 +146,16 @@ class ExcelPrinter(CodePrinter):
         """Text and precedence of a number that Excel reads as the same double."""
         if expr is S.Infinity:
             return UNBOUNDED, ATOM
+        if expr.is_Rational:
+            return number_text(Fraction(int(expr.p), int(expr.q)))
         if expr.is_negative:
             text, prec = self._number(-expr)
             return "-" + (text if prec in (ATOM, MUL) else f"({text})"), NEG
-        if expr.is_Integer:
-            n = int(expr)
-            d = _to_float(n)  # rejects what overflows a double
-            if len(str(n).rstrip("0")) <= MAX_DIGITS:
-                return str(n), ATOM
-            return _exact_double(d)
-        if expr.is_Rational:
-            num = self._number(Integer(expr.p))[0]
-            den, den_prec = self._number(Integer(expr.q))
-            return f"{num}/{den if den_prec > MUL else f'({den})'}", MUL
         if expr.is_Float:
-            d = _to_float(expr)
+            d = to_float(expr)
             text = repr(d).replace("e", "E")
             digits = "".join(map(str, Decimal(text).as_tuple().digits)).strip("0")
-            return (text, ATOM) if len(digits) <= MAX_DIGITS else _exact_double(d)
+            return (text, ATOM) if len(digits) <= MAX_DIGITS else exact_double(d)
         return self._print_not_supported(expr), ATOM
 
     def _print_Pi(self, expr):
@@ -277,7 +247,7 @@ class ExcelPrinter(CodePrinter):
     # -- logic ----------------------------------------------------------------
 
     def _print_Relational(self, expr):
-        op = _RELATIONAL_OPS.get(expr.rel_op)
+        op = RELATIONAL_OPS.get(expr.rel_op)
         if op is None:
             return self._print_not_supported(expr)
         lhs = self._paren(expr.lhs, lambda p: p <= CMP)
@@ -333,159 +303,3 @@ def _total_pairs(expr) -> list:
             raise ExportError(f"`{expr}` has no value when no condition holds",
                               hint="add a default (otherwise) branch")
     return pairs
-
-
-def _to_float(value) -> float:
-    try:
-        d = float(value)
-    except (OverflowError, TypeError) as exc:
-        raise ExportError(f"`{value}` is not a number Excel can hold") from exc
-    if d != d or d in (float("inf"), float("-inf")):
-        raise ExportError(f"`{value}` is not a number Excel can hold")
-    return d
-
-
-def _exact_double(d: float) -> tuple[str, int]:
-    """Text Excel evaluates to exactly the positive double `d`, no literal over 15 digits.
-
-    `d` is m * 2**e with m < 2**53: m is written whole or as `(hi*1000+lo)`,
-    and scaling by a power of two is exact.
-    """
-    num, den = d.as_integer_ratio()
-    shift = den.bit_length() - 1 if den > 1 else (num & -num).bit_length() - 1
-    if shift > 1023:
-        raise ExportError(f"`{d!r}` is too small for Excel")
-    if den == 1:
-        num >>= shift
-    mantissa = str(num) if len(str(num)) <= MAX_DIGITS else f"({num // 1000}*1000+{num % 1000})"
-    if shift == 0:
-        return mantissa, ATOM
-    if den > 1:
-        return f"{mantissa}/2^{shift}", MUL
-    return (f"2^{shift}", POW) if num == 1 else (f"{mantissa}*2^{shift}", MUL)
-
-
-def check_limits(text: str) -> None:
-    """Reject formulas Excel refuses: too long, or functions nested too deep."""
-    if len(text) > MAX_FORMULA_CHARS:
-        raise ExportError(f"the formula has {len(text):,} characters; Excel allows {MAX_FORMULA_CHARS:,}",
-                          hint=SPLIT_HINT)
-    if text.count("(") <= MAX_FUNCTION_NESTING:
-        return
-    stack, calls, quote = [], 0, None
-    for match in _NESTING_CHARS.finditer(text):
-        ch, i = match.group(), match.start()
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "'\"":
-            quote = ch
-        elif ch == "(":
-            call = i > 0 and (text[i - 1].isalnum() or text[i - 1] in "._")
-            stack.append(call)
-            calls += call
-            if calls > MAX_FUNCTION_NESTING:
-                raise ExportError(f"the formula nests functions deeper than Excel's "
-                                  f"{MAX_FUNCTION_NESTING} levels", hint=SPLIT_HINT)
-        elif ch == ")" and stack:
-            calls -= stack.pop()
-
-
-_NESTING_CHARS = re.compile(r"[()'\"]")
-
-
-# ---- resolved kvspec rules, printed directly ------------------------------------
-#
-# A cell's own rule prints as written, without passing through SymPy: it may
-# hold text (`"GQA"`, `&`) and compares text (`engine == "vllm"`), which
-# SymPy cannot express, and printing as written keeps the formula readable
-# next to the spec.  Excel binds a leading minus tighter than `^`, so a
-# negative operand is always parenthesized.
-
-_R_CMP, _R_CONCAT, _R_ADD, _R_MUL, _R_POW, _R_ATOM = range(6)
-_R_NEG = -1  # text that starts with a unary minus
-_RULE_BINDS = {CALL: _R_ATOM, NEGATIVE: _R_NEG, COMPARISON: _R_CMP}  # how a function's Excel form binds
-
-
-class RulePrinter(ExprVisitor):
-    """Prints a resolved kvspec expression as Excel formula text; `name` gives each CellRef's text.
-
-    Each method gives the text and how it binds (`_R_ATOM`, `_R_NEG`, ...).
-    """
-
-    _numbers = None  # one ExcelPrinter for the numbers of every rule
-    _number_texts: dict = {}  # Fraction -> (text, precedence), shared by every RulePrinter
-
-    def __init__(self, name):
-        self.name = name
-
-    def doprint(self, expr) -> str:
-        text = self.visit(expr)[0]
-        check_limits(text)
-        return text
-
-    def _number(self, value) -> tuple[str, int]:
-        printed = self._number_texts.get(value)
-        if printed is None:
-            if RulePrinter._numbers is None:
-                RulePrinter._numbers = ExcelPrinter()
-            text, prec = self._numbers._number(Rational(value.numerator, value.denominator))
-            printed = text, (_R_NEG if text.startswith("-") else _R_MUL if prec == MUL else _R_POW if prec == POW else _R_ATOM)
-            self._number_texts[value] = printed
-        return printed
-
-    def visit_CellRef(self, expr):
-        text = str(self.name(expr))
-        return (text if _SIMPLE_NAME.fullmatch(text) or text.endswith(")") else f"({text})"), _R_ATOM
-
-    def visit_Num(self, expr):
-        return self._number(expr.value)
-
-    def visit_Bool(self, expr):
-        return ("TRUE" if expr.value else "FALSE"), _R_ATOM
-
-    def visit_NoneValue(self, expr):
-        return "NA()", _R_ATOM
-
-    def visit_Str(self, expr):
-        return excel_text_literal(expr.value), _R_ATOM
-
-    def visit_Name(self, expr):
-        raise ExportError(f"cannot write `{expr.dotted}` as an Excel formula: it was never resolved")
-
-    def visit_Unary(self, expr):
-        if expr.op == "not":
-            return f"NOT({self.visit(expr.operand)[0]})", _R_ATOM
-        return "-" + self._operand(expr.operand, lambda p: p < _R_ATOM), _R_NEG
-
-    def visit_If(self, expr):
-        parts = [self.visit(x)[0] for x in (expr.cond, expr.then, expr.otherwise)]
-        return f"IF({', '.join(parts)})", _R_ATOM
-
-    def visit_Call(self, expr):
-        function = FUNCTIONS[expr.func]
-        text = function.excel([self.visit(a)[0] for a in expr.args])
-        return text, _RULE_BINDS[function.excel_binds]
-
-    def visit_unknown(self, expr, *args):
-        raise ExportError(f"cannot write `{expr}` as an Excel formula")
-
-    def _operand(self, expr, needs) -> str:
-        text, prec = self.visit(expr)
-        return f"({text})" if prec == _R_NEG or needs(prec) else text
-
-    def visit_Binary(self, expr) -> tuple[str, int]:
-        op = expr.op
-        if op in ("and", "or"):
-            return f"{op.upper()}({self.visit(expr.left)[0]}, {self.visit(expr.right)[0]})", _R_ATOM
-        if op in _RELATIONAL_OPS:
-            left = self._operand(expr.left, lambda p: p <= _R_CMP)
-            right = self._operand(expr.right, lambda p: p <= _R_CMP)
-            return f"{left}{_RELATIONAL_OPS[op]}{right}", _R_CMP
-        prec = {"&": _R_CONCAT, "+": _R_ADD, "-": _R_ADD, "*": _R_MUL, "/": _R_MUL, "^": _R_POW}[op]
-        if op == "^":  # Excel's ^ is left-associative: parenthesize every operand that is not an atom
-            left = self._operand(expr.left, lambda p: p < _R_ATOM)
-            right = self._operand(expr.right, lambda p: p < _R_ATOM)
-        else:
-            left = self._operand(expr.left, lambda p: p < prec)
-            right = self._operand(expr.right, lambda p: p <= prec)
-        return f"{left}{op}{right}", prec

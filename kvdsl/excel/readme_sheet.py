@@ -9,7 +9,7 @@ models or deployments) are left out of the list.
 
 from __future__ import annotations
 
-from .printer import UNBOUNDED
+from .formula import UNBOUNDED
 
 INPUT_FILL = "FFF2CC"
 INPUT_FONT = "1F4E79"

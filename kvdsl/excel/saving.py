@@ -19,6 +19,13 @@ class FixedTimeZip(zipfile.ZipFile):
         info.external_attr = 0o600 << 16
         return info
 
+    def write_parts(self, name: str, parts) -> None:
+        """An entry made of the texts `parts` (UTF-8), each written as it comes: the same bytes as `writestr` of
+        their join, without the whole text in memory (a large sheet's notes and their drawing)."""
+        with self.open(self.entry(name), "w") as target:
+            for part in parts:
+                target.write(part.encode("utf-8"))
+
     def writestr(self, name, data, *args, **kwargs):
         return super().writestr(name if isinstance(name, zipfile.ZipInfo) else self.entry(name), data, *args, **kwargs)
 
@@ -60,11 +67,11 @@ def _writer():
             sheet = CommentSheet(authors=AuthorList(authors), commentList=[])
             self._comments.append(sheet)
             sheet._id = len(self._comments)
-            self._archive.writestr(sheet.path[1:], notes_xml(notes, ids, authors))
+            self._archive.write_parts(sheet.path[1:], notes_xml(notes, ids, authors))
             self.manifest.append(sheet)
             ws.legacy_drawing = f"xl/drawings/commentsDrawing{sheet._id}.vml"
-            shapes = [(coordinate_to_tuple(note.ref), note.height, note.width) for note in notes]
-            self._archive.writestr(ws.legacy_drawing, shapes_vml(shapes))
+            shapes = ((coordinate_to_tuple(note.ref), note.height, note.width) for note in notes)
+            self._archive.write_parts(ws.legacy_drawing, shapes_vml(shapes))
             self.vba_modified.add(ws.legacy_drawing)
             ws._rels.append(Relationship(Id="comments", type=sheet._rel_type, Target=sheet.path))
 
@@ -80,19 +87,18 @@ def _attribute(value: str) -> str:
             .replace("\t", "&#09;"))
 
 
-def notes_xml(notes: list, ids: list, authors: list) -> bytes:
-    """The comments part of a sheet, as openpyxl writes it (ElementTree's escaping, UTF-8)."""
-    parts = ['<comments xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><authors>']
-    parts += [f"<author>{_text(author)}</author>" for author in authors]
-    parts.append("</authors><commentList>")
+def notes_xml(notes: list, ids: list, authors: list):
+    """The comments part of a sheet, as openpyxl writes it (ElementTree's escaping), in parts."""
+    yield '<comments xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"><authors>'
+    yield "".join(f"<author>{_text(author)}</author>" for author in authors)
+    yield "</authors><commentList>"
     for note, author in zip(notes, ids):
         text = note.text.t
         stripped = text.strip()
         space = ' xml:space="preserve"' if stripped and text != stripped else ""
-        parts.append(f'<comment ref="{_attribute(note.ref)}" authorId="{author}" shapeId="0"><text><t{space}>'
-                     f"{_text(text)}</t></text></comment>")
-    parts.append("</commentList></comments>")
-    return "".join(parts).encode("utf-8")
+        yield (f'<comment ref="{_attribute(note.ref)}" authorId="{author}" shapeId="0"><text><t{space}>'
+               f"{_text(text)}</t></text></comment>")
+    yield "</commentList></comments>"
 
 
 _SHAPE = ('<ns1:shape type="#_x0000_t202" style="position:absolute; margin-left:59.25pt;margin-top:1.5pt;'
@@ -104,17 +110,16 @@ _SHAPE = ('<ns1:shape type="#_x0000_t202" style="position:absolute; margin-left:
           '<ns2:Column>{column}</ns2:Column></ns2:ClientData></ns1:shape>')
 
 
-def shapes_vml(shapes: list) -> bytes:
-    """The legacy drawing of a sheet's notes ((row, column), height, width each), as openpyxl writes it."""
-    parts = ['<xml xmlns:ns0="urn:schemas-microsoft-com:office:office" xmlns:ns1="urn:schemas-microsoft-com:vml" '
-             'xmlns:ns2="urn:schemas-microsoft-com:office:excel"><ns0:shapelayout ns1:ext="edit">'
-             '<ns0:idmap ns1:ext="edit" data="1" /></ns0:shapelayout><ns1:shapetype id="_x0000_t202" '
-             'coordsize="21600,21600" ns0:spt="202" path="m,l,21600r21600,l21600,xe"><ns1:stroke joinstyle="miter" />'
-             '<ns1:path gradientshapeok="t" ns0:connecttype="rect" /></ns1:shapetype>']
+def shapes_vml(shapes):
+    """The legacy drawing of a sheet's notes ((row, column), height, width each), as openpyxl writes it, in parts."""
+    yield ('<xml xmlns:ns0="urn:schemas-microsoft-com:office:office" xmlns:ns1="urn:schemas-microsoft-com:vml" '
+           'xmlns:ns2="urn:schemas-microsoft-com:office:excel"><ns0:shapelayout ns1:ext="edit">'
+           '<ns0:idmap ns1:ext="edit" data="1" /></ns0:shapelayout><ns1:shapetype id="_x0000_t202" '
+           'coordsize="21600,21600" ns0:spt="202" path="m,l,21600r21600,l21600,xe"><ns1:stroke joinstyle="miter" />'
+           '<ns1:path gradientshapeok="t" ns0:connecttype="rect" /></ns1:shapetype>')
     for number, ((row, column), height, width) in enumerate(shapes, 1026):
-        parts.append(_SHAPE.format(width=width, height=height, id=number, row=row - 1, column=column - 1))
-    parts.append("</xml>")
-    return "".join(parts).encode("utf-8")
+        yield _SHAPE.format(width=width, height=height, id=number, row=row - 1, column=column - 1)
+    yield "</xml>"
 
 
 def save_workbook(wb, out: str, force: bool = False) -> None:

@@ -16,7 +16,7 @@ from ..graph import Key, Origin
 from ..units import Dim
 from .cells import text_cell
 from .names import cell_name
-from .printer import UNBOUNDED
+from .formula import UNBOUNDED
 from .validation import bounds, human_unit, number_format
 
 
@@ -126,29 +126,13 @@ def _write_value(writer, target, key: Key) -> None:
             target.value = "=" + writer.lookup(rc.ref_expr.key, rc.ref_expr.via)
             writer.formulas += 1
     elif rc.form == "unknown":
-        from openpyxl.comments import Comment
+        formula, note = writer.derived(("solved", key), lambda: _solved_formula(writer, key))
+        target.value = stored_number(value) if formula is None else formula
+        if note is not None:
+            from openpyxl.comments import Comment
 
-        from ..errors import NoLiveForm, SolveError
-        from ..solve_live import live_form
-
-        live = True
-        try:
-            expr, expander, _ = live_form(writer.program, key[0], key[1])
-            try:
-                target.value = writer.expanded_formula(expr, expander, {})
-            except ExportError:  # too long for Excel: drop the regimes of the cells that are 0 now
-                target.value, assumed = _shorter(writer, key, expr, expander)
-                target.comment = Comment(
-                    f"Solved by kvdsl. The formula holds while these stay 0 (or false): {', '.join(assumed)}; "
-                    "export again after changing them.", "kvdsl")
-        except NoLiveForm as exc:
-            live = False
-            target.value = stored_number(value)
-            target.comment = Comment(f"Solved by kvdsl: {exc.message}. This number does not follow the other "
-                                     "inputs: export again after changing them.", "kvdsl", width=300, height=90)
-        except SolveError as exc:
-            raise ExportError(exc.message, rc.cell.span, exc.hint) from None
-        writer.formulas += live
+            target.comment = Comment(note[0], "kvdsl", **note[1])
+        writer.formulas += formula is not None
         target.number_format = f'[>={UNBOUNDED}]"unbounded";' + number_format(rc.dim, value)
         return
     else:
@@ -208,6 +192,27 @@ def stored_number(value):
     if value.denominator == 1:
         return int(value)
     return float(value)
+
+
+def _solved_formula(writer, key: Key) -> tuple:
+    """(formula, note) of a solved cell: its closed form over the cells it reads, or None when it has none (its
+    number is written then); the note, when one is needed, as (text, the note's size)."""
+    from ..errors import NoLiveForm, SolveError
+    from ..solve_live import live_form
+
+    try:
+        expr, expander, _ = live_form(writer.program, key[0], key[1])
+        try:
+            return writer.expanded_formula(expr, expander, {}), None
+        except ExportError:  # too long for Excel: drop the regimes of the cells that are 0 now
+            formula, assumed = _shorter(writer, key, expr, expander)
+            return formula, (f"Solved by kvdsl. The formula holds while these stay 0 (or false): {', '.join(assumed)}; "
+                             "export again after changing them.", {})
+    except NoLiveForm as exc:
+        return None, (f"Solved by kvdsl: {exc.message}. This number does not follow the other inputs: export again "
+                      "after changing them.", {"width": 300, "height": 90})
+    except SolveError as exc:
+        raise ExportError(exc.message, writer.program.cells[key].cell.span, exc.hint) from None
 
 
 def _shorter(writer, key, expr, expander) -> tuple:

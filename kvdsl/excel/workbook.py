@@ -28,7 +28,6 @@ import re
 
 from ..display import context_label
 from ..graph import Key, Program, walk_refs
-from ..symbolic import Expander
 from .cells import SHEETS, WHAT_IF_CONTEXTS
 from .charts import what_if_sheet
 from .checks import sheet_validations
@@ -38,7 +37,7 @@ from .layout import order_columns, plan_layout, twin_columns
 from .lists import choice_names, lists_sheet, name_of
 from .names import cell_name, check_names, column_name, define_names, ids_name
 from .plan_sheet import PlanSheet
-from .printer import MAX_TEXT_LITERAL, RulePrinter, check_limits, excel_formula, excel_text_literal
+from .formula import MAX_TEXT_LITERAL, RulePrinter, check_limits, excel_text_literal, number_text
 from .readme_sheet import readme_sheet
 from .styles import highlights, print_setup
 from .summary_sheet import summary_sheet
@@ -138,9 +137,7 @@ class WorkbookWriter:
             return excel_text_literal(rc.ref_target)
         if isinstance(value, bool):
             return "TRUE" if value else "FALSE"
-        from sympy import Rational
-
-        return excel_formula(Rational(value.numerator, value.denominator))
+        return number_text(value)[0]
 
     # ---- formulas ----------------------------------------------------------
 
@@ -154,6 +151,8 @@ class WorkbookWriter:
 
     def formula(self, expr, refs: dict) -> str:
         """A SymPy expression as a formula, its symbols named by `refs`."""
+        from .printer import excel_formula
+
         return "=" + excel_formula(expr, refs)
 
     def rule_formula(self, key: Key) -> str:
@@ -177,11 +176,24 @@ class WorkbookWriter:
             self._rule_texts[shape] = _RuleText.of(rc.expr, refs, texts, text)
         return "=" + text
 
-    def expanded_formula(self, expr, expander: Expander, extra: dict) -> str:
-        """An expanded SymPy expression as a formula over the cells its symbols stand for (and `extra` names)."""
+    def expanded_formula(self, expr, expander, extra: dict) -> str:
+        """An expanded SymPy expression as a formula over the cells its `Expander` maps its symbols to (and `extra` names)."""
         refs = {sym.name: self.lookup(key, expander.vias.get(sym, ())) for sym, key in expander.symbols.items()}
         refs.update(extra)
         return self.formula(expr, refs)
+
+    def derived(self, what: tuple, make):
+        """`make()`, what the workbook derives from the program alone, made once per program.
+
+        A formula printed through SymPy (a solved cell's, a What-if column's),
+        the GPU counts an engine runs (a search over NumPy arrays): each is kept
+        with the program (`Program.derived`), which goes to disk with them, so
+        an export of a program read back imports no SymPy and searches nothing.
+        """
+        kept = self.program.derived
+        if what not in kept:
+            kept[what] = make()
+        return kept[what]
 
     # ---- sheets ------------------------------------------------------------
 
