@@ -203,6 +203,38 @@ def _float_int_bounds(args):
     return _float_int([a_low, b_high, c_low]), _float_int([a_high, b_low, c_high]), True
 
 
+def _sympy_rounded(name: str):
+    """SymPy's `floor` or `ceiling`, built as SymPy leaves it for a product of symbols and rational numbers
+    (none is known to be whole, or to lie between two integers): without the assumption queries that find
+    so, most of the cost of expanding a condition.  Anything else SymPy evaluates."""
+
+    def rounded(args):
+        sympy = _sympy()
+        arg = sympy.sympify(args[0])
+        return getattr(sympy, name)(arg, evaluate=not _monomial(arg))
+
+    return rounded
+
+
+def _sympy_extreme(name: str):
+    """SymPy's `Min` or `Max`, built as SymPy leaves it for distinct symbols (it can order none of them)
+    without comparing them two by two.  Anything else SymPy evaluates."""
+
+    def extreme(args):
+        sympy = _sympy()
+        plain = all(isinstance(a, sympy.Symbol) for a in args) and len(set(args)) == len(args)
+        return getattr(sympy, name)(*args, evaluate=not plain)
+
+    return extreme
+
+
+def _monomial(expr) -> bool:
+    """A product or power of symbols (none known to be an integer) and rational numbers, not a number."""
+    sympy = _sympy()
+    return (not expr.is_Number and not expr.has(sympy.Add) and not expr.atoms(sympy.Function)
+            and all(a.is_Rational or (a.is_Symbol and a.assumptions0.get("integer") is None) for a in expr.atoms()))
+
+
 def _truncated(x):
     sympy = _sympy()
     return sympy.Piecewise((sympy.floor(x), x >= 0), (sympy.ceiling(x), True))
@@ -227,18 +259,18 @@ def _negated(text: str) -> str:
 
 
 FUNCTIONS = {f.name: f for f in (
-    Function("min", 1, None, exact=min, sympy=lambda args: _sympy().Min(*args),
+    Function("min", 1, None, exact=min, sympy=_sympy_extreme("Min"),
              numpy=lambda args: functools.reduce(_numpy().minimum, args), excel=_call("MIN"), sympy_head="Min",
              bounds=_extreme(min), summary="the smallest argument"),
-    Function("max", 1, None, exact=max, sympy=lambda args: _sympy().Max(*args),
+    Function("max", 1, None, exact=max, sympy=_sympy_extreme("Max"),
              numpy=lambda args: functools.reduce(_numpy().maximum, args), excel=_call("MAX"), sympy_head="Max",
              bounds=_extreme(max), summary="the largest argument"),
     # INT rounds toward minus infinity, like floor
-    Function("floor", 1, 1, exact=lambda args: Fraction(math.floor(args[0])), sympy=lambda args: _sympy().floor(args[0]),
+    Function("floor", 1, 1, exact=lambda args: Fraction(math.floor(args[0])), sympy=_sympy_rounded("floor"),
              numpy=lambda args: _numpy().floor(snapped(args[0])), excel=_call("INT"), sympy_head="floor",
              bounds=_rounded(math.floor), summary="the whole number at or below"),
     # -INT(-x) is ceiling(x) for every sign; Excel's CEILING has sign quirks
-    Function("ceil", 1, 1, exact=lambda args: Fraction(math.ceil(args[0])), sympy=lambda args: _sympy().ceiling(args[0]),
+    Function("ceil", 1, 1, exact=lambda args: Fraction(math.ceil(args[0])), sympy=_sympy_rounded("ceiling"),
              numpy=lambda args: _numpy().ceil(snapped(args[0])), excel=lambda args: f"-INT({_negated(args[0])})",
              excel_binds=NEGATIVE, sympy_head="ceiling", bounds=_rounded(math.ceil), summary="the whole number at or above"),
     Function("abs", 1, 1, exact=lambda args: abs(args[0]), sympy=lambda args: _sympy().Abs(args[0]),

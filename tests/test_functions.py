@@ -157,6 +157,20 @@ def test_a_function_without_a_form_cannot_be_registered():
         Function("broken", 1, 1, exact=lambda args: args[0], sympy=lambda args: args[0], excel=lambda args: args[0])
 
 
+def test_sympy_forms_built_without_evaluating_are_those_sympy_evaluates():
+    x, y, z = sympy.Symbol("context", positive=True), sympy.Symbol("block_size"), sympy.Symbol("window")
+    whole = sympy.Symbol("n", integer=True)
+    rounded = [x / 16, x / y, 3 * x * y**2 / (7 * z), x, -x / y, x / y + 1, x / (x + 1), 2 * whole, sympy.Rational(7, 2),
+               sympy.floor(x / 2) / 3]
+    extremes = [(x, z), (y, z, x), (x, x), (x, 0), (x / 2, z), (x, sympy.Min(y, z))]
+    for name, head in [("floor", sympy.floor), ("ceil", sympy.ceiling)]:
+        for arg in rounded:
+            assert sympy.srepr(FUNCTIONS[name].sympy([arg])) == sympy.srepr(head(arg)), (name, arg)
+    for name, head in [("min", sympy.Min), ("max", sympy.Max)]:
+        for args in extremes:
+            assert sympy.srepr(FUNCTIONS[name].sympy(list(args))) == sympy.srepr(head(*args)), (name, args)
+
+
 def test_whole_is_a_condition_on_numbers_of_any_dimension():
     whole = FUNCTIONS["whole"]
     assert whole.exact([Fraction(4)]) is True and whole.exact([Fraction(9, 2)]) is False
