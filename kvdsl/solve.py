@@ -24,7 +24,7 @@ from .errors import SolveError, UsageError
 from .evaluate import evaluate
 from .graph import Key, Program
 from .search import CONSTRAINT, Feasibility, constraint_for, depends_on, find_key, integer_quantity
-from .solve_algebra import condition_text, real_number, relation_text, relations, relaxed_bounds, stand_in
+from .solve_algebra import condition_text, real_number, relation_text, relations, relaxed_bounds, stand_in, tidy
 from .solve_text import nearest_text, no_target_answer, why_not
 from .symbolic import Expander, TooLarge, to_rational
 from .units import Dim
@@ -258,8 +258,8 @@ def _closed_form(solution: Solution, bounds: list, env: dict, x) -> None:
     slopes = [c[4] for c in limits if c[4] is not None]
     direction = "min" if slopes and all(s < 0 for s in slopes) else "max"
     binding = (min if direction == "max" else max)(limits, key=lambda c: c[3])
-    solution.expression, solution.relaxed = binding[2], binding[3]
-    solution.limits = [(c[2], c[3]) for c in limits if c is not binding]
+    solution.expression, solution.relaxed = tidy(binding[2]), binding[3]
+    solution.limits = [(tidy(c[2]), c[3]) for c in limits if c is not binding]
     solution.env, solution.binding = env, binding
 
 
@@ -267,10 +267,12 @@ def _regimes(solution: Solution, env: dict, x, keep: set) -> None:
     """The binding relation's regimes, the one the answer falls in marked."""
     point = solution.value if solution.value is not None else solution.relaxed
     shown = {s: v for s, v in env.items() if s not in keep}
+    binding_form = solution.expression
     for condition, root, _ in solution.binding[0]:
+        form = binding_form if root is solution.binding[2] else tidy(root)
         cond = condition.xreplace(env)
         is_active = point is not None and bool(cond.subs(x, to_rational(Fraction(point))))
-        solution.regimes.append(Regime(condition_text(condition, shown), sp.sstr(root), is_active))
-        if is_active and solution.value is not None and root != solution.expression:
+        solution.regimes.append(Regime(condition_text(condition, shown), sp.sstr(form), is_active))
+        if is_active and solution.value is not None and form != solution.expression:
             # rounding moved the answer into another regime: show that regime's form
-            solution.expression, solution.relaxed = root, None
+            solution.expression, solution.relaxed = form, None

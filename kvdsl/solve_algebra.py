@@ -166,7 +166,8 @@ def relation_text(relation) -> str:
 
 
 def relaxed_bounds(constraint, x, env: dict) -> list:
-    """For each relation on x: (direction, [(condition, solution)]) of its relaxed form."""
+    """For each relation on x, [(condition, root, slope)] of each regime of its relaxed form: the root as
+    found (`tidy` gives the form shown, for the roots shown), the slope of the relation there."""
     out = []
     for gap in gaps(constraint, x):
         gap = relax(substitute_conditions(gap, env))
@@ -182,7 +183,7 @@ def relaxed_bounds(constraint, x, env: dict) -> list:
             if not roots:
                 continue
             slope = real_number(sp.diff(piece, x).xreplace(env).subs(x, roots[0].xreplace(env)))
-            regimes.append((condition, tidy(roots[0]), slope))
+            regimes.append((condition, roots[0], slope))
         if regimes:
             out.append(regimes)
     return out
