@@ -75,19 +75,28 @@ def _decided_extremum(extremum, env: dict, nested: bool = False):
 
 def real_roots(piece, x) -> list:
     """Real roots of piece = 0 in closed form, for rational functions of x; [] otherwise."""
+    return [root for root, _ in roots_and_slopes(piece, x)]
+
+
+def roots_and_slopes(piece, x) -> list:
+    """(root, slope) of each real root of piece = 0 in closed form, for rational functions of x ([] otherwise):
+    the slope is piece's derivative, an expression in x to take at that root."""
     if not piece.is_rational_function(x):
         return []
     linear = _linear_root(piece, x)
     if linear is not None:
         return linear
     try:
-        return [r for r in sp.solve(sp.Eq(piece, 0), x) if not r.has(sp.I)]
+        roots = [r for r in sp.solve(sp.Eq(piece, 0), x) if not r.has(sp.I)]
     except (NotImplementedError, ValueError, TypeError):
         return []
+    derivative = sp.diff(piece, x) if roots else None
+    return [(root, derivative) for root in roots]
 
 
 def _linear_root(piece, x):
-    """[root] of piece = 0 when its numerator is linear in x ([] when the root zeroes the denominator); else None.
+    """[(root, slope)] of piece = 0 when its numerator is linear in x ([] when the root zeroes the denominator);
+    else None.  At the root, piece's derivative is the numerator's over the denominator.
 
     The common case, without `sp.solve`: it simplifies its answers, and
     `simplify` alone costs more than the rest of a solve.
@@ -105,7 +114,7 @@ def _linear_root(piece, x):
     root = sp.cancel(-offset / slope)
     if denominator.has(x) and sp.cancel(denominator.subs(x, root)) == 0:
         return []
-    return [] if root.has(sp.I) else [root]
+    return [] if root.has(sp.I) else [(root, slope / denominator)]
 
 
 def _group_terms(add):
@@ -179,11 +188,12 @@ def relaxed_bounds(constraint, x, env: dict) -> list:
             condition = effective
             if not piece.has(x):
                 continue
-            roots = real_roots(piece, x)
-            if not roots:
+            found = roots_and_slopes(piece, x)
+            if not found:
                 continue
-            slope = real_number(sp.diff(piece, x).xreplace(env).subs(x, roots[0].xreplace(env)))
-            regimes.append((condition, roots[0], slope))
+            root, derivative = found[0]
+            slope = real_number(derivative.xreplace(env).subs(x, root.xreplace(env)))
+            regimes.append((condition, root, slope))
         if regimes:
             out.append(regimes)
     return out
