@@ -119,7 +119,7 @@ def _check_live_form(program: Program, block: str, cell: str, expr, expander, so
     base = evaluate(program)
     env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
     try:
-        value = real_number(expr.subs(env))
+        value = real_number(expr.xreplace(env))  # `subs` compares every Min and Max argument symbolically
     except (TypeError, ValueError, ArithmeticError):  # SymPy refuses to compare with zoo: a division by 0 here
         value = None
     if value is None or abs(value - float(solution.value)) > 1e-9 * max(1.0, abs(float(solution.value))):
