@@ -122,14 +122,28 @@ def _bound(gap, x, direction: str):
 LIVE_FORM_NODES = 4000  # a constraint larger than this (every engine rule expanded) is not written as a formula
 
 
+def _value_at(expr, env):
+    """The number `expr` gives at the values `env`, or None where it divides by 0.
+
+    `xreplace` first: `subs` compares every Min and Max argument symbolically
+    (seconds on an engine's formula); `subs` where `xreplace` meets a 0/0 in
+    a regime the values do not take, which `subs` drops before reaching it.
+    """
+    for substitute in (expr.xreplace, expr.subs):
+        try:
+            value = real_number(substitute(env))
+        except (TypeError, ValueError, ArithmeticError):  # SymPy refuses to compare with zoo: a division by 0
+            continue
+        if value is not None:
+            return value
+    return None
+
+
 def _check_live_form(program: Program, block: str, cell: str, expr, expander, solution: Solution) -> None:
     """A formula that would show another number than `eval` is refused, never written."""
     base = evaluate(program)
     env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
-    try:
-        value = real_number(expr.subs(env))
-    except (TypeError, ValueError, ArithmeticError):  # SymPy refuses to compare with zoo: a division by 0 here
-        value = None
+    value = _value_at(expr, env)
     if value is None or abs(value - float(solution.value)) > 1e-9 * max(1.0, abs(float(solution.value))):
         gives, why = (("has no number at the spec's values", "it divides by 0 there") if value is None
                       else (f"gives {value}", "rounding the formula cannot follow"))

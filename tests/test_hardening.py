@@ -259,3 +259,11 @@ def test_a_file_wrong_on_every_line_shows_its_first_fifty_errors_and_counts_the_
     assert len(errors(r.stderr)) == 50 and r.stderr.endswith(
         "... and 24 more errors, not shown; `kvdsl check --json` lists them all\n")  # was all 74, each with its lines
     assert len(json.loads(cli("check", spec, "--json", code=1).stdout)["errors"]) == 74
+
+
+def test_a_solved_cell_too_long_for_excel_is_refused_without_trying_every_shorter_form(tmp_path):
+    jamba = ROOT / "specs" / "deployments" / "jamba_a100x2.kvspec"
+    r, seconds = timed("export", jamba, "--set", "gpus=?", "-o", tmp_path / "j.xlsx", code=1)
+    assert r.stderr.startswith("--set gpus=?: error: the formula of `jamba_a100x2.gpus` is too long for Excel\n")
+    assert not (tmp_path / "j.xlsx").exists()
+    assert seconds < 10 * check_seconds(jamba) + 4  # it took 11-15 CPU seconds: one solve per cell that is 0

@@ -230,6 +230,13 @@ def _shorter(writer, key, expr, expander) -> tuple:
     values = evaluate(program, unchecked=frozenset(k for k, rc in program.cells.items() if rc.form == "require"))
     zeros = [str(symbol) for symbol, k in expander.symbols.items() if k != key and (values.get(k) is False or (
         not isinstance(values.get(k), bool) and values.get(k) == 0))]
+    too_long = ExportError(f"the formula of `{key[0]}.{key[1]}` is too long for Excel")
+    try:  # every such cell fixed at once gives the shortest formula: when even that is too long, none will do
+        writer.expanded_formula(*live_form(program, key[0], key[1], assume_zeros=frozenset(zeros))[:2], {})
+    except SolveError:  # one of them changes the answer: the search below keeps it in the formula
+        pass
+    except ExportError:
+        raise too_long from None
     text = str(expr)
     chosen: set = set()
     for name, _ in Counter({name: text.count(name) for name in zeros}).most_common():
@@ -242,4 +249,4 @@ def _shorter(writer, key, expr, expander) -> tuple:
             return writer.expanded_formula(expr, expander, {}), assumed
         except ExportError:
             continue
-    raise ExportError(f"the formula of `{key[0]}.{key[1]}` is too long for Excel")
+    raise too_long
