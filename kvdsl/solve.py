@@ -24,7 +24,8 @@ from .errors import SolveError, UsageError
 from .evaluate import evaluate
 from .graph import Key, Program
 from .search import CONSTRAINT, Feasibility, constraint_for, depends_on, find_key, integer_quantity
-from .solve_algebra import condition_text, real_number, relation_text, relations, relaxed_bounds, stand_in, tidy
+from .solve_algebra import (at_values, condition_text, real_number, relation_text, relations, relaxed_bounds, stand_in,
+                            tidy)
 from .solve_text import nearest_text, no_target_answer, why_not
 from .symbolic import Expander, TooLarge, to_rational
 from .units import Dim
@@ -177,7 +178,7 @@ def _take(solution: Solution, found, integer: bool) -> None:
 
 def _exact_real(solution: Solution, program: Program, base: dict, target: Key) -> bool:
     """A real number's answer from its closed form, exactly, when it holds there (True if taken)."""
-    exact = solution.expression.xreplace(solution.env)
+    exact = at_values(solution.expression, solution.env)
     value = Fraction(str(exact)) if exact.is_Rational else Fraction(solution.relaxed)
     feasible = Feasibility(program, base, target, (target[0], CONSTRAINT))
     if not feasible.values(value).get(feasible.constraint):
@@ -247,8 +248,8 @@ def _closed_form(solution: Solution, bounds: list, env: dict, x) -> None:
     for regimes in bounds:
         active = []
         for condition, root, slope in regimes:
-            value = real_number(root.xreplace(env))
-            holds = value is not None and value > 0 and bool(condition.xreplace(env).subs(x, value))
+            value = real_number(at_values(root, env))
+            holds = value is not None and value > 0 and bool(at_values(condition, env).subs(x, value))
             if holds:
                 active.append((regimes, condition, root, value, slope))
         if active:
@@ -270,7 +271,7 @@ def _regimes(solution: Solution, env: dict, x, keep: set) -> None:
     binding_form = solution.expression
     for condition, root, _ in solution.binding[0]:
         form = binding_form if root is solution.binding[2] else tidy(root)
-        cond = condition.xreplace(env)
+        cond = at_values(condition, env)
         is_active = point is not None and bool(cond.subs(x, to_rational(Fraction(point))))
         solution.regimes.append(Regime(condition_text(condition, shown), sp.sstr(form), is_active))
         if is_active and solution.value is not None and form != solution.expression:

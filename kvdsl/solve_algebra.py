@@ -35,6 +35,21 @@ def gaps(constraint, x) -> list:
     return out
 
 
+def at_values(expr, env: dict):
+    """`expr` with the values of `env` put in its symbols.
+
+    `xreplace` first: one pass (`subs` puts them in one at a time, comparing
+    every min and max argument symbolically); `subs` where that meets a 0/0
+    or an error in a regime the values do not take, which `subs` drops before
+    reaching it.
+    """
+    try:
+        out = expr.xreplace(env)
+    except (TypeError, ValueError, ArithmeticError):  # SymPy refuses to compare with zoo: a division by 0
+        return expr.subs(env)
+    return expr.subs(env) if out.has(sp.zoo, sp.nan) else out
+
+
 def substitute_conditions(expr, env: dict, nested: bool = False):
     """Decide the conditions of every `if`, `min` and `max` that the given values decide.
 
@@ -46,7 +61,7 @@ def substitute_conditions(expr, env: dict, nested: bool = False):
         expr = expr.replace(lambda e: isinstance(e, (sp.Min, sp.Max)), lambda e: _decided_extremum(e, env, nested))
 
     def fix(pw):
-        return sp.Piecewise(*[(a, c.xreplace(env) if hasattr(c, "subs") else c) for a, c in pw.args])
+        return sp.Piecewise(*[(a, at_values(c, env) if hasattr(c, "subs") else c) for a, c in pw.args])
 
     return expr.replace(lambda e: isinstance(e, sp.Piecewise), fix)
 
@@ -57,7 +72,7 @@ def _decided_extremum(extremum, env: dict, nested: bool = False):
     The arguments the values decide are settled before any rewriting: rewritten
     first, every `min` of n arguments becomes n branches, and nested ones multiply.
     """
-    values = [arg.xreplace(env) for arg in extremum.args]
+    values = [at_values(arg, env) for arg in extremum.args]
     decided = [i for i, value in enumerate(values) if value.is_number and value.is_extended_real]
     args = list(extremum.args)
     if decided:
@@ -69,7 +84,7 @@ def _decided_extremum(extremum, env: dict, nested: bool = False):
         raise TooLarge("the condition nests a `min` or `max` the values leave open inside another: "
                        "its closed form has more branches than a reader could follow")
     op = sp.Le if isinstance(extremum, sp.Min) else sp.Ge
-    return sp.Piecewise(*[(arg, sp.And(*[op(arg, other).xreplace(env) for other in args[i + 1:]]))
+    return sp.Piecewise(*[(arg, sp.And(*[at_values(op(arg, other), env) for other in args[i + 1:]]))
                           for i, arg in enumerate(args)])
 
 
@@ -192,7 +207,7 @@ def relaxed_bounds(constraint, x, env: dict) -> list:
             if not found:
                 continue
             root, derivative = found[0]
-            slope = real_number(derivative.xreplace(env).subs(x, root.xreplace(env)))
+            slope = real_number(at_values(derivative, env).subs(x, at_values(root, env)))
             regimes.append((condition, root, slope))
         if regimes:
             out.append(regimes)
@@ -200,7 +215,7 @@ def relaxed_bounds(constraint, x, env: dict) -> list:
 
 
 def condition_text(condition, env) -> str:
-    condition = condition.xreplace(env)
+    condition = at_values(condition, env)
     if condition is sp.true:
         return "always"
     symbols = condition.free_symbols

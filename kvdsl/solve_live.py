@@ -15,7 +15,7 @@ from .evaluate import evaluate
 from .graph import Program
 from .search import CONSTRAINT, depends_on, find_key
 from .solve import Solution, expand_constraint, solve
-from .solve_algebra import (gaps, larger_than, pieces, real_number, real_roots, relations, relax, rounding_step,
+from .solve_algebra import (at_values, gaps, larger_than, pieces, real_number, real_roots, relations, relax, rounding_step,
                             substitute_conditions, unbounded_where_zero)
 from .symbolic import TooLarge, to_rational
 
@@ -123,20 +123,11 @@ LIVE_FORM_NODES = 4000  # a constraint larger than this (every engine rule expan
 
 
 def _value_at(expr, env):
-    """The number `expr` gives at the values `env`, or None where it divides by 0.
-
-    `xreplace` first: `subs` compares every Min and Max argument symbolically
-    (seconds on an engine's formula); `subs` where `xreplace` meets a 0/0 in
-    a regime the values do not take, which `subs` drops before reaching it.
-    """
-    for substitute in (expr.xreplace, expr.subs):
-        try:
-            value = real_number(substitute(env))
-        except (TypeError, ValueError, ArithmeticError):  # SymPy refuses to compare with zoo: a division by 0
-            continue
-        if value is not None:
-            return value
-    return None
+    """The number `expr` gives at the values `env` (see `at_values`), or None where it divides by 0."""
+    try:
+        return real_number(at_values(expr, env))
+    except (TypeError, ValueError, ArithmeticError):  # SymPy refuses to compare with zoo: a division by 0
+        return None
 
 
 def _check_live_form(program: Program, block: str, cell: str, expr, expander, solution: Solution) -> None:
