@@ -159,15 +159,17 @@ class IntervalEvaluator(Evaluator):
         return Bounds(-inner.hi, -inner.lo, inner.whole) if type(inner) is Bounds else ANY
 
     def visit_If(self, expr):
-        cond = self.visit(expr.cond)
-        if cond is NONE:
-            return NONE
-        decided = truth(cond)
-        if decided is ANY:
-            return ANY
+        decided = self._condition(expr.cond)
+        if decided is NONE or decided is ANY:
+            return decided
         if decided is not MAYBE:
             return self.visit(expr.then if decided else expr.otherwise)
         return _join(self._some_points(expr.then), self._some_points(expr.otherwise))
+
+    def _condition(self, expr):
+        """True, False or MAYBE where `expr` is a condition at every point; NONE or ANY as it is."""
+        value = self.visit(expr)
+        return NONE if value is NONE else truth(value)
 
     def _some_points(self, expr):
         """The bounds of `expr` where only some points of the range evaluate it."""
@@ -213,17 +215,11 @@ class IntervalEvaluator(Evaluator):
 
     def _logic(self, expr, decides: bool):
         """`and` (decides False) or `or` (decides True), the left side read first, as evaluation does."""
-        left = self.visit(expr.left)
-        if left is NONE:
-            return NONE
-        first = truth(left)
-        if first is ANY:
-            return ANY
+        first = self._condition(expr.left)
+        if first is NONE or first is ANY:
+            return first
         if first is not MAYBE:
-            if first == decides:
-                return first
-            right = self.visit(expr.right)
-            return NONE if right is NONE else truth(right)
+            return first if first == decides else self._condition(expr.right)
         right = self._some_points(expr.right)
         second = ANY if right is NONE else truth(right)
         if isinstance(second, _Open):
