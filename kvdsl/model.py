@@ -172,6 +172,15 @@ EXPR_NODES = (Num, Bool, NoneValue, Str, Name, Unary, Binary, Call, If)
 SURFACE_NODES = (For,)
 
 
+def conjuncts(expr):
+    """The parts of an expression joined by `and`, in order."""
+    if isinstance(expr, Binary) and expr.op == "and":
+        yield from conjuncts(expr.left)
+        yield from conjuncts(expr.right)
+    else:
+        yield expr
+
+
 def member_name(family: str, index: int) -> str:
     """The name of one member of a family: `stage_start[3]`."""
     return f"{family}[{index}]"

@@ -261,11 +261,12 @@ def _nearest(feasible, vector, values: dict, xs, direction: str) -> Optional[int
     """The value where the most parts of the condition hold (of the integers tried one by one)."""
     import numpy as np
 
+    from . import model as m
     from .vector import vector_value
 
     size = len(values[feasible.target])
     expr = feasible.program.cells[feasible.constraint].expr
-    parts = list(conjuncts(expr)) if expr is not None else []
+    parts = list(m.conjuncts(expr)) if expr is not None else []
     with np.errstate(all="ignore"):
         score = sum(truth(vector_value(part, values), size).astype(int) for part in parts) if parts else np.zeros(size, int)
     score = np.asarray(score)[: len(xs)]
@@ -288,15 +289,6 @@ def _nearest(feasible, vector, values: dict, xs, direction: str) -> Optional[int
     return int(xs[index])
 
 
-def conjuncts(expr):
-    """The parts of an expression joined by `and`, in order."""
-    from . import model as m
-
-    if isinstance(expr, m.Binary) and expr.op == "and":
-        yield from conjuncts(expr.left)
-        yield from conjuncts(expr.right)
-    else:
-        yield expr
 
 
 # ---- the answer to a `?` ------------------------------------------------------

@@ -56,7 +56,7 @@ def _block_bounds(program, block: str) -> dict:
         rc = program.cells.get((block, name))
         if rc is None or rc.expr is None:
             continue
-        for part in _conjuncts(rc.expr):
+        for part in m.conjuncts(rc.expr):
             for ref in _refs(part):
                 if ref.key[0] == block and not ref.via:
                     rule = found.setdefault(ref.key[1], Bounds())
@@ -78,12 +78,6 @@ def _refs(part) -> list:
     return list({side.key: side for side in sides if isinstance(side, CellRef)}.values())
 
 
-def _conjuncts(expr):
-    if isinstance(expr, m.Binary) and expr.op == "and":
-        yield from _conjuncts(expr.left)
-        yield from _conjuncts(expr.right)
-    else:
-        yield expr
 
 
 def _is(node, key) -> bool:
