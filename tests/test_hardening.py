@@ -267,3 +267,13 @@ def test_a_solved_cell_too_long_for_excel_is_refused_without_trying_every_shorte
     assert r.stderr.startswith("--set gpus=?: error: the formula of `jamba_a100x2.gpus` is too long for Excel\n")
     assert not (tmp_path / "j.xlsx").exists()
     assert seconds < 10 * check_seconds(jamba) + 4  # it took 11-15 CPU seconds: one solve per cell that is 0
+
+
+def test_a_control_character_in_a_title_is_exported_as_a_replacement_character(tmp_path):
+    path = deployment(tmp_path, '"Llama', '"Llama\x0b')
+    cli("export", path, "-o", tmp_path / "w.xlsx", code=0)  # openpyxl refused the formula: an internal error
+    from openpyxl import load_workbook
+
+    formulas = [c.value for ws in load_workbook(tmp_path / "w.xlsx").worksheets for row in ws.iter_rows() for c in row
+                if isinstance(c.value, str) and "Llama\ufffd" in c.value]
+    assert formulas

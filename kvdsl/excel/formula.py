@@ -35,12 +35,16 @@ RELATIONAL_OPS = {"==": "=", "!=": "<>", "<": "<", "<=": "<=", ">": ">", ">=": "
 SIMPLE_NAME = re.compile(r"[A-Za-z0-9_.$!\\]+")
 
 
+XML_UNSAFE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f]")  # control characters that XML cannot hold
+
+
 def excel_text_literal(s: str) -> str:
-    """An Excel string literal for `s`: in double quotes, inner quotes doubled."""
+    """An Excel string literal for `s`: in double quotes, inner quotes doubled, control characters as U+FFFD
+    (as `cells.text_cell` stores them)."""
     if len(s) > MAX_TEXT_LITERAL:
         raise ExportError(f"a text of {len(s)} characters is longer than Excel allows in a formula "
                           f"({MAX_TEXT_LITERAL})")
-    return '"' + s.replace('"', '""') + '"'
+    return '"' + XML_UNSAFE.sub("\ufffd", s).replace('"', '""') + '"'
 
 
 def number_text(value: Fraction) -> tuple[str, int]:

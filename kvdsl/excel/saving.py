@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime
 import zipfile
 
+from .formula import XML_UNSAFE
+
 
 FIXED_TIMESTAMP = datetime.datetime(2000, 1, 1)  # the document's created/modified: the same bytes on every run
 
@@ -79,7 +81,8 @@ def _writer():
 
 
 def _text(value: str) -> str:
-    return value.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    """XML text for `value`, control characters as U+FFFD (as text cells and formulas hold them)."""
+    return XML_UNSAFE.sub("\ufffd", value).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _attribute(value: str) -> str:
