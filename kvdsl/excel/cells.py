@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from .formula import XML_UNSAFE
+
 SHEETS = {"deployment": "Deployments", "model": "Models", "hardware": "Hardware", "workload": "Workloads",
           "format": "Formats", "engine": "Engines"}
 WHAT_IF_CONTEXTS = [1024 * 2**i for i in range(0, 9)]  # 1K .. 256K
@@ -16,10 +18,8 @@ def column_letter(index: int) -> str:
 
 def text_cell(cell, text: str):
     """Store text as text, even when it starts with =, +, - or @ (control characters become U+FFFD)."""
-    from openpyxl.cell.cell import ILLEGAL_CHARACTERS_RE
-
     if isinstance(text, str):
-        text = ILLEGAL_CHARACTERS_RE.sub("\ufffd", text)
+        text = XML_UNSAFE.sub("\ufffd", text)
     cell.value = text
     if isinstance(text, str) and text:
         cell.data_type = "s"
