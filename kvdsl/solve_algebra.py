@@ -50,6 +50,49 @@ def at_values(expr, env: dict):
     return expr.subs(env) if out.has(sp.zoo, sp.nan) else out
 
 
+class NoNumber(ArithmeticError):
+    """A formula that shows an error at the given values (a division by 0 in a regime they take)."""
+
+
+def sheet_value(expr, env: dict):
+    """The number (or truth) `expr` gives at the values `env`, computed as a spreadsheet computes its formula.
+
+    An `if` (Piecewise, ITE) evaluates only the branch its conditions take; every other node evaluates all its
+    arguments, as MIN, MAX, AND and OR do, so a division by 0 anywhere else raises NoNumber as the sheet shows
+    #DIV/0!.  Each shared subexpression is computed once, unlike `subs`, which compares min and max arguments
+    symbolically.
+    """
+    done: dict = {}
+
+    def value(node):
+        if node in env:
+            return env[node]
+        if not node.args:
+            if node.free_symbols:
+                raise NoNumber(f"`{node}` has no value")
+            return node
+        if node in done:
+            return done[node]
+        if isinstance(node, sp.Piecewise):
+            out = next((value(arm) for arm, condition in node.args if value(condition) is sp.true), None)
+            if out is None:
+                raise NoNumber("no branch holds")
+        elif isinstance(node, sp.ITE):
+            condition, then, otherwise = node.args
+            out = value(then) if value(condition) is sp.true else value(otherwise)
+        else:
+            try:
+                out = node.func(*[value(arg) for arg in node.args])
+            except (TypeError, ValueError, ArithmeticError):  # SymPy refuses to compare with zoo: a division by 0
+                raise NoNumber("a division by 0") from None
+            if out.has(sp.zoo, sp.nan) or out.free_symbols:
+                raise NoNumber("a division by 0")
+        done[node] = out
+        return out
+
+    return value(expr)
+
+
 def substitute_conditions(expr, env: dict, nested: bool = False):
     """Decide the conditions of every `if`, `min` and `max` that the given values decide.
 

@@ -15,8 +15,8 @@ from .evaluate import evaluate
 from .graph import Program
 from .search import CONSTRAINT, depends_on, find_key
 from .solve import Solution, expand_constraint, solve
-from .solve_algebra import (at_values, gaps, larger_than, pieces, real_number, real_roots, relations, relax, rounding_step,
-                            substitute_conditions, unbounded_where_zero)
+from .solve_algebra import (NoNumber, gaps, larger_than, pieces, real_number, real_roots, relations, relax, rounding_step,
+                            sheet_value, substitute_conditions, unbounded_where_zero)
 from .symbolic import TooLarge, to_rational
 
 
@@ -70,12 +70,24 @@ def live_form(program: Program, block: str, cell: str, assume_zeros=False):
             per_relation.append(sp.Piecewise((loosest, free), (bound, True)))
     if not per_relation:
         raise SolveError(f"cannot write `{block}.{cell}` as a formula")
-    combine = sp.Min if solution.direction == "max" else sp.Max
-    expr = combine(*per_relation)
+    expr = _tightest(per_relation, solution.direction)
     if isinstance(solution.value, int):
         expr = sp.floor(expr) if solution.direction == "max" else sp.ceiling(expr)
     _check_live_form(program, block, cell, expr, expander, solution)
     return expr, expander, sorted(assumed)
+
+
+def _tightest(bounds: list, direction: str):
+    """The min (largest answer) or max (smallest) of the per-relation bounds, as a spreadsheet's MIN or MAX.
+
+    Built unevaluated but for repeated and unbounded arguments: SymPy's own Min compares every pair of
+    arguments symbolically, seconds for a few large bounds, to drop none a spreadsheet needs dropped.
+    """
+    combine, identity = (sp.Min, sp.oo) if direction == "max" else (sp.Max, -sp.oo)
+    kept = list(dict.fromkeys(b for b in bounds if b != identity))
+    if len(kept) <= 1:
+        return kept[0] if kept else identity
+    return combine(*kept, evaluate=False)
 
 
 def _guarded(relation, x):
@@ -123,10 +135,10 @@ LIVE_FORM_NODES = 4000  # a constraint larger than this (every engine rule expan
 
 
 def _value_at(expr, env):
-    """The number `expr` gives at the values `env` (see `at_values`), or None where it divides by 0."""
+    """The number the workbook's formula for `expr` shows at the values `env`, or None where it divides by 0."""
     try:
-        return real_number(at_values(expr, env))
-    except (TypeError, ValueError, ArithmeticError):  # SymPy refuses to compare with zoo: a division by 0
+        return real_number(sheet_value(expr, env))
+    except NoNumber:
         return None
 
 

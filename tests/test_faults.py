@@ -128,6 +128,37 @@ def test_export_solving_context_where_memory_does_not_bound_it(tmp_path, spec, b
     assert '"unbounded"' in cell.number_format
 
 
+def test_a_solved_formula_is_checked_as_the_sheet_computes_it():
+    """The check of a solved cell's formula takes only the branch an IF takes, as a sheet does: a comparison with a
+    bound that divides by 0 in a branch not taken is no error (SymPy's substitution met it and said "no number")."""
+    import sympy as sp
+
+    from kvdsl.solve_algebra import NoNumber, sheet_value
+
+    a, b, c = sp.symbols("a b c")
+    bound = sp.Piecewise((sp.oo, sp.Eq(b, 0)), (a / b, True))  # IF(b=0, 1E+300, a/b)
+    formula = sp.Min(bound, sp.Piecewise((3, sp.Ge(c, bound)), (4, True)))
+    assert sheet_value(formula, {a: 3, b: 0, c: 2}) == 4
+    assert sheet_value(formula, {a: 3, b: 1, c: 5}) == 3
+    for spoiled in (sp.Min(a / b, 7), sp.And(sp.Ge(c, a / b), sp.Ge(a, 1))):  # MIN and AND evaluate every argument
+        with pytest.raises(NoNumber):
+            sheet_value(spoiled, {a: 3, b: 0, c: 2})
+
+
+def test_export_solving_context_of_a_llama_cpp_log_writes_its_formula(tmp_path):
+    """Engine-log case L01 solved for context: 29 s of CPU to refuse its formula ("divides by 0 there"), though the
+    formula gives the answer.  It is written, and gives 256,124 tokens (LibreOffice recalculates the same)."""
+    import openpyxl
+
+    spec = REPO / "specs" / "engine_logs" / "l01_llama_3_1_70b_q4_0.kvspec"
+    block = "l01_llama_3_1_70b_q4_0"
+    out = tmp_path / "w.xlsx"
+    cli("export", spec, "-o", out, "--set", "context=?", code=0)
+    workbook = openpyxl.load_workbook(out)
+    sheet, ref = next(iter(workbook.defined_names[f"{block}.context"].destinations))
+    assert workbook[sheet][ref.replace("$", "")].value.startswith("=INT(")
+
+
 def test_export_of_an_answer_no_formula_follows_writes_it_with_a_note(tmp_path):
     """SGLang's S02 solved for gpus: its `fits` reads every SGLang rule and the
     heads must divide evenly, which no formula follows; the workbook holds the
