@@ -143,14 +143,12 @@ def _value_at(expr, env):
 
 
 def _check_live_form(program: Program, block: str, cell: str, expr, expander, solution: Solution) -> None:
-    """A formula that would show another number than `eval` is refused, never written."""
+    """A formula that would show another number than `eval` is never written: NoLiveForm says why."""
     base = evaluate(program)
     env = {s: to_rational(base[k]) for s, k in expander.symbols.items() if base.get(k) is not None}
     value = _value_at(expr, env)
     if value is None or abs(value - float(solution.value)) > 1e-9 * max(1.0, abs(float(solution.value))):
-        gives, why = (("has no number at the spec's values", "it divides by 0 there") if value is None
-                      else (f"gives {value}", "rounding the formula cannot follow"))
-        raise SolveError(
-            f"cannot write `{block}.{cell} = ?` as a live formula: its closed form {gives}, but the exact "
-            f"answer is {format_value(solution.value, solution.dim)} ({why})",
-            hint=f"give `{cell}` a value in the spec, or export with --set {block}.{cell}=...")
+        answer = format_value(solution.value, solution.dim)
+        gives = ("divides by 0 at the spec's values" if value is None
+                 else f"gives {format_value(value, solution.dim)} at the spec's values")
+        raise NoLiveForm(f"no formula follows `{block}.{cell}`: its closed form {gives}, the exact answer is {answer}")

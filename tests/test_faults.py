@@ -146,8 +146,8 @@ def test_a_solved_formula_is_checked_as_the_sheet_computes_it():
 
 
 def test_export_solving_context_of_a_llama_cpp_log_writes_its_formula(tmp_path):
-    """Engine-log case L01 solved for context: 29 s of CPU to refuse its formula ("divides by 0 there"), though the
-    formula gives the answer.  It is written, and gives 256,124 tokens (LibreOffice recalculates the same)."""
+    """Engine-log case L01 solved for context: 29 s of CPU to refuse its formula (it "divides by 0 there"), though
+    the formula gives the answer.  It is written, and gives 256,124 tokens (LibreOffice recalculates the same)."""
     import openpyxl
 
     spec = REPO / "specs" / "engine_logs" / "l01_llama_3_1_70b_q4_0.kvspec"
@@ -157,6 +157,22 @@ def test_export_solving_context_of_a_llama_cpp_log_writes_its_formula(tmp_path):
     workbook = openpyxl.load_workbook(out)
     sheet, ref = next(iter(workbook.defined_names[f"{block}.context"].destinations))
     assert workbook[sheet][ref.replace("$", "")].value.startswith("=INT(")
+
+
+def test_export_of_a_solved_cell_whose_formula_misses_the_answer_writes_the_answer(tmp_path):
+    """Engine-log case V25 (vLLM) solved for context: its answer, 262,144 tokens, is where a rule's condition
+    changes, found by search; the closed form of the memory bounds gives 1,454,272.  The export failed (exit 1, no
+    workbook); it writes 262,144 with a note saying the formula's number and that it does not follow the inputs."""
+    import openpyxl
+
+    spec = REPO / "specs" / "engine_logs" / "v25_nemotron_3_nano_4b_gb10.kvspec"
+    out = tmp_path / "w.xlsx"
+    cli("export", spec, "-o", out, "--set", "context=?", code=0)
+    workbook = openpyxl.load_workbook(out)
+    sheet, ref = next(iter(workbook.defined_names["v25_nemotron_3_nano_4b_gb10.context"].destinations))
+    cell = workbook[sheet][ref.replace("$", "")]
+    assert cell.value == 262144
+    assert "gives 1,454,272 tokens at the spec's values, the exact answer is 262,144 tokens" in cell.comment.text
 
 
 def test_export_of_an_answer_no_formula_follows_writes_it_with_a_note(tmp_path):
