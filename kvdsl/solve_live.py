@@ -120,15 +120,34 @@ def _bound(gap, x, direction: str):
         roots = real_roots(piece, x)
         if roots:
             root = unbounded_where_zero(roots[0])
-            branches.append((root, condition.subs(x, root)))
+            branches.append((root, condition.subs(x, root), condition))
     if not branches:
         return None
-    branches[-1] = (branches[-1][0], sp.true)
-    bound = sp.Piecewise(*branches)
+    limits = set.intersection(*[_limits(condition, x, direction) for _, _, condition in branches])
+    branches[-1] = (branches[-1][0], sp.true, None)
+    bound = sp.Piecewise(*[(root, holds) for root, holds, _ in branches])
     if step is not None:  # x is charged in whole blocks: the answer is a whole number of them
         rounded = sp.floor if direction == "max" else sp.ceiling
         bound = rounded(bound / step) * step
+    if limits:  # every regime with a root holds only up to these: past them, no root answers
+        bound = (sp.Min if direction == "max" else sp.Max)(bound, *sorted(limits, key=sp.default_sort_key))
     return bound
+
+
+def _limits(condition, x, direction: str) -> set:
+    """The limits on x that a regime's condition sets (`context <= model.context_limit`): x no larger (smaller,
+    when the smallest answer is sought) than each.  Read from each part of the condition linear in x with a
+    numeric slope."""
+    limits = set()
+    for part in condition.args if isinstance(condition, sp.And) else [condition]:
+        if not isinstance(part, (sp.Le, sp.Lt, sp.Ge, sp.Gt)) or not part.has(x):
+            continue
+        gap = sp.expand(part.lhs - part.rhs if isinstance(part, (sp.Le, sp.Lt)) else part.rhs - part.lhs)  # <= 0
+        slope = gap.diff(x)
+        rest = gap - slope * x
+        if slope.is_Number and slope != 0 and not rest.has(x) and (slope > 0) == (direction == "max"):
+            limits.add(-rest / slope)
+    return limits
 
 
 LIVE_FORM_NODES = 4000  # a constraint larger than this (every engine rule expanded) is not written as a formula

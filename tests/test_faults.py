@@ -159,10 +159,11 @@ def test_export_solving_context_of_a_llama_cpp_log_writes_its_formula(tmp_path):
     assert workbook[sheet][ref.replace("$", "")].value.startswith("=INT(")
 
 
-def test_export_of_a_solved_cell_whose_formula_misses_the_answer_writes_the_answer(tmp_path):
-    """Engine-log case V25 (vLLM) solved for context: its answer, 262,144 tokens, is where a rule's condition
-    changes, found by search; the closed form of the memory bounds gives 1,454,272.  The export failed (exit 1, no
-    workbook); it writes 262,144 with a note saying the formula's number and that it does not follow the inputs."""
+def test_export_solving_context_bounded_by_the_condition_of_an_engine_rule_writes_its_formula(tmp_path):
+    """Engine-log case V25 (vLLM) solved for context: its answer, 262,144 tokens, is the model's context limit,
+    which vLLM's rule reads in a condition (`if ... and context <= model.context_limit then ... else 0`).  The
+    closed form missed it (1,454,272 tokens) and the export failed (exit 1, no workbook); it is now the smaller
+    of the memory's bound and that limit (LibreOffice recalculates 262,144)."""
     import openpyxl
 
     spec = REPO / "specs" / "engine_logs" / "v25_nemotron_3_nano_4b_gb10.kvspec"
@@ -170,9 +171,27 @@ def test_export_of_a_solved_cell_whose_formula_misses_the_answer_writes_the_answ
     cli("export", spec, "-o", out, "--set", "context=?", code=0)
     workbook = openpyxl.load_workbook(out)
     sheet, ref = next(iter(workbook.defined_names["v25_nemotron_3_nano_4b_gb10.context"].destinations))
-    cell = workbook[sheet][ref.replace("$", "")]
-    assert cell.value == 262144
-    assert "gives 1,454,272 tokens at the spec's values, the exact answer is 262,144 tokens" in cell.comment.text
+    formula = workbook[sheet][ref.replace("$", "")].value
+    assert formula.startswith("=INT(MIN(") and formula.count("all_models.context_limit") >= 2
+
+
+def test_a_solved_formula_keeps_within_the_limit_a_rule_s_condition_sets():
+    """DeepSeek-R1 with DEP on vLLM solved for context, its formula then read at batch 1: it said 910,080 tokens
+    where the exact answer is the model's limit, 163,840 (vLLM's rule holds only up to it)."""
+    from kvdsl.api import build_program, parse_setting
+    from kvdsl.evaluate import evaluate
+    from kvdsl.solve import solve
+    from kvdsl.solve_algebra import sheet_value
+    from kvdsl.solve_live import live_form
+    from kvdsl.symbolic import to_rational
+
+    spec, block = [str(DEPLOYMENTS / "deepseek_r1_h200x8_dep.kvspec")], "deepseek_r1_h200x8_dep"
+    expr, expander, _ = live_form(build_program(spec, []), block, "context")
+    for batch in (1, 16, 888):
+        program = build_program(spec, [parse_setting(f"{block}.batch={batch}")])
+        values = evaluate(program)
+        env = {s: to_rational(values[k]) for s, k in expander.symbols.items() if values.get(k) is not None}
+        assert sheet_value(expr, env) == solve(program, block, "context").value
 
 
 def test_export_of_an_answer_no_formula_follows_writes_it_with_a_note(tmp_path):
