@@ -73,6 +73,9 @@ def live_form(program: Program, block: str, cell: str, assume_zeros=False):
     expr = _tightest(per_relation, solution.direction)
     if isinstance(solution.value, int):
         expr = sp.floor(expr) if solution.direction == "max" else sp.ceiling(expr)
+    unmoved = [r for r in relations(constraint) if not r.has(x) and r is not sp.true]
+    if unmoved and solution.direction == "max":  # one no value of x changes fails: none fits, the largest is 0
+        expr = sp.Piecewise((expr, sp.And(*unmoved)), (0, True))
     _check_live_form(program, block, cell, expr, expander, solution)
     return expr, expander, sorted(assumed)
 

@@ -156,7 +156,8 @@ def test_export_solving_context_of_a_llama_cpp_log_writes_its_formula(tmp_path):
     cli("export", spec, "-o", out, "--set", "context=?", code=0)
     workbook = openpyxl.load_workbook(out)
     sheet, ref = next(iter(workbook.defined_names[f"{block}.context"].destinations))
-    assert workbook[sheet][ref.replace("$", "")].value.startswith("=INT(")
+    formula = workbook[sheet][ref.replace("$", "")].value
+    assert formula.startswith("=") and "INT(" in formula  # a formula, not the number
 
 
 def test_export_solving_context_bounded_by_the_condition_of_an_engine_rule_writes_its_formula(tmp_path):
@@ -172,7 +173,7 @@ def test_export_solving_context_bounded_by_the_condition_of_an_engine_rule_write
     workbook = openpyxl.load_workbook(out)
     sheet, ref = next(iter(workbook.defined_names["v25_nemotron_3_nano_4b_gb10.context"].destinations))
     formula = workbook[sheet][ref.replace("$", "")].value
-    assert formula.startswith("=INT(MIN(") and formula.count("all_models.context_limit") >= 2
+    assert formula.startswith("=") and "INT(MIN(" in formula and formula.count("all_models.context_limit") >= 2
 
 
 def test_a_solved_formula_keeps_within_the_limit_a_rule_s_condition_sets():
@@ -192,6 +193,23 @@ def test_a_solved_formula_keeps_within_the_limit_a_rule_s_condition_sets():
         values = evaluate(program)
         env = {s: to_rational(values[k]) for s, k in expander.symbols.items() if values.get(k) is not None}
         assert sheet_value(expr, env) == solve(program, block, "context").value
+
+
+def test_a_solved_batch_is_0_where_the_context_is_past_the_model_s_limit():
+    """Mistral-7B's largest batch as a formula, read at a context past the model's 32K: no batch fits there, and the
+    formula said 13 (it left out the conditions no batch changes); it gives 0, as `ideal.max_batch` does."""
+    from kvdsl.api import build_program, parse_setting
+    from kvdsl.evaluate import evaluate
+    from kvdsl.solve_algebra import sheet_value
+    from kvdsl.solve_live import live_form
+    from kvdsl.symbolic import to_rational
+
+    expr, expander, _ = live_form(build_program([MISTRAL], []), "mistral_7b_l4", "batch")
+    for context, batch in (("8K", 13), ("64K", 0)):
+        program = build_program([MISTRAL], [parse_setting(f"mistral_7b_l4.context={context}")])
+        values = evaluate(program, unchecked=frozenset(k for k, rc in program.cells.items() if rc.form == "require"))
+        env = {s: to_rational(values[k]) for s, k in expander.symbols.items() if values.get(k) is not None}
+        assert sheet_value(expr, env) == batch
 
 
 def test_export_of_an_answer_no_formula_follows_writes_it_with_a_note(tmp_path):
