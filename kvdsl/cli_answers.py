@@ -94,7 +94,7 @@ def table(paths, context, kv_dtype, as_json, as_csv):
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False))
+@click.argument("path", type=click.Path())
 @click.option("--for", "cell", required=True, metavar="CELL", help="The cell to solve for (batch, context, gpus, kv_bytes_per_element, ...).")
 @click.option("--block", metavar="BLOCK", help="The block to solve in (needed when several have CELL).")
 @set_option
@@ -120,7 +120,7 @@ def solve(path, cell, block, sets, symbolic, as_json):
 
 
 @click.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--workload", "workload", metavar="W", help="The workload block to serve (default: chat_workload).")
 @click.option("--model", "model", metavar="M,...", help="The models to serve, comma-separated (needed when the specs hold several).")
 @click.option("--hardware", "hardware", metavar="H,...", help="Hardware blocks to try, comma-separated (default: every one in the specs).")
@@ -149,7 +149,7 @@ def plan(paths, workload, model, hardware, engine, max_gpus, as_json):
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False))
+@click.argument("path", type=click.Path())
 @click.option("--vary", "vary", multiple=True, required=True, metavar="NAME=START:STOP[:STEP|:xFACTOR] | NAME=A,B,...",
               help="A cell to vary over a range (STOP included) or a list (numbers, formats, blocks, true/false); "
                    "repeat for a grid.")
@@ -239,7 +239,7 @@ def sweep(path, vary, block, sets, out, force, as_json, cells):
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False))
+@click.argument("path", type=click.Path())
 @click.argument("cell")
 @click.option("--block", metavar="BLOCK", help="The block of CELL (needed when several have it).")
 @set_option
@@ -263,7 +263,7 @@ def explain(path, cell, block, sets, depth, as_json):
 
 
 @click.command()
-@click.argument("path", type=click.Path(dir_okay=False))
+@click.argument("path", type=click.Path())
 @click.option("--block", metavar="BLOCK", help="The deployment to compare (needed when the file has several).")
 @set_option
 @click.option("--json", "as_json", is_flag=True, help="Print the figures and reasons as JSON.")

@@ -102,4 +102,4 @@ set_option = click.option(
     "--set", "sets", multiple=True, metavar="[BLOCK.]CELL=VALUE",
     help="Override a cell: in every block that has it, or in one block. VALUE is kvspec (32K, 80 GiB, fp8).",
 )
-paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path(dir_okay=False))
+paths_argument = click.argument("paths", nargs=-1, required=True, type=click.Path())

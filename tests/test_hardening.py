@@ -282,3 +282,10 @@ def test_a_control_character_in_a_title_is_exported_as_a_replacement_character(t
     formulas = [c.value for ws in load_workbook(tmp_path / "w.xlsx").worksheets for row in ws.iter_rows() for c in row
                 if isinstance(c.value, str) and "Llama\ufffd" in c.value]
     assert formulas
+
+
+@pytest.mark.parametrize("command", [["check"], ["eval"], ["solve", "--for", "context"], ["export", "-o"]])
+def test_a_directory_given_as_a_spec_is_kvdsl_s_error_not_click_s(tmp_path, command):
+    out = [tmp_path / "w.xlsx"] if command[0] == "export" else []
+    r = cli(command[0], tmp_path, *command[1:], *out, code=1)  # was Click's usage error ("File ... is a directory"), exit 2
+    assert r.stderr == f"error: cannot read `{tmp_path}`: a directory, not a spec file\n"
