@@ -15,8 +15,8 @@ from .evaluate import evaluate
 from .graph import Program
 from .search import CONSTRAINT, depends_on, find_key
 from .solve import Solution, expand_constraint, solve
-from .solve_algebra import (NoNumber, gaps, larger_than, pieces, real_number, real_roots, relations, relax, rounding_step,
-                            sheet_value, substitute_conditions, unbounded_where_zero)
+from .solve_algebra import (NoNumber, gaps, larger_than, pieces, real_number, real_roots, relations, relax,
+                            rounding_step, sheet_value, substitute_conditions, unbounded_where_zero)
 from .symbolic import TooLarge, to_rational
 
 
@@ -54,30 +54,38 @@ def live_form(program: Program, block: str, cell: str, assume_zeros=False):
                 zeros[symbol] = sp.false if value is False else 0
                 assumed.append(str(symbol))
         constraint = constraint.subs(zeros)
-    guarded = [g for g in (_guarded(r, x) for r in relations(constraint)) if g is not None]
+    parts = relations(constraint)
+    guarded = [g for g in (_guarded(r, x) for r in parts) if g is not None]
     if any(r.has(x) and not isinstance(r, (sp.Le, sp.Lt, sp.Ge, sp.Gt)) and _guarded(r, x) not in guarded
-           for r in relations(constraint)):
+           for r in parts):
         raise NoLiveForm(f"`{block}.{cell}` must also meet `==` or `!=` conditions: no formula follows them")
-    per_relation = []
-    for gap in gaps(constraint, x):
-        bound = _bound(gap, x, solution.direction)
-        if bound is not None:
-            per_relation.append(bound)
-    for free, relation in guarded:  # no bound where the condition without x holds (no batch limit, no prefill pool)
-        bound = _bound(gaps(relation, x)[0], x, solution.direction)
-        if bound is not None:
-            loosest = sp.oo if solution.direction == "max" else sp.S.Zero  # (x is positive)
-            per_relation.append(sp.Piecewise((loosest, free), (bound, True)))
+    per_relation = _relation_bounds(constraint, guarded, x, solution.direction)
     if not per_relation:
         raise SolveError(f"cannot write `{block}.{cell}` as a formula")
     expr = _tightest(per_relation, solution.direction)
     if isinstance(solution.value, int):
         expr = sp.floor(expr) if solution.direction == "max" else sp.ceiling(expr)
-    unmoved = [r for r in relations(constraint) if not r.has(x) and r is not sp.true]
+    unmoved = [r for r in parts if not r.has(x) and r is not sp.true]
     if unmoved and solution.direction == "max":  # one no value of x changes fails: none fits, the largest is 0
         expr = sp.Piecewise((expr, sp.And(*unmoved)), (0, True))
     _check_live_form(program, block, cell, expr, expander, solution)
     return expr, expander, sorted(assumed)
+
+
+def _relation_bounds(constraint, guarded: list, x, direction: str) -> list:
+    """The bound on x of each relation of the constraint that has one; an `either or` one holds no bound
+    where its condition without x holds (no batch limit, no prefill pool)."""
+    out = []
+    for gap in gaps(constraint, x):
+        bound = _bound(gap, x, direction)
+        if bound is not None:
+            out.append(bound)
+    for free, relation in guarded:
+        bound = _bound(gaps(relation, x)[0], x, direction)
+        if bound is not None:
+            loosest = sp.oo if direction == "max" else sp.S.Zero  # (x is positive)
+            out.append(sp.Piecewise((loosest, free), (bound, True)))
+    return out
 
 
 def _tightest(bounds: list, direction: str):
@@ -142,10 +150,10 @@ def _limits(condition, x, direction: str) -> set:
     when the smallest answer is sought) than each.  Read from each part of the condition linear in x with a
     numeric slope."""
     limits = set()
-    for part in condition.args if isinstance(condition, sp.And) else [condition]:
+    for part in relations(condition):
         if not isinstance(part, (sp.Le, sp.Lt, sp.Ge, sp.Gt)) or not part.has(x):
             continue
-        gap = sp.expand(part.lhs - part.rhs if isinstance(part, (sp.Le, sp.Lt)) else part.rhs - part.lhs)  # <= 0
+        gap = sp.expand(gaps(part, x)[0])  # part is gap <= 0
         slope = gap.diff(x)
         rest = gap - slope * x
         if slope.is_Number and slope != 0 and not rest.has(x) and (slope > 0) == (direction == "max"):

@@ -200,7 +200,6 @@ def _solved_formula(writer, key: Key) -> tuple:
     from ..errors import NoLiveForm, SolveError
     from ..solve_live import live_form
 
-    not_live = ". This number does not follow the other inputs: export again after changing them."
     try:
         expr, expander, _ = live_form(writer.program, key[0], key[1])
         try:
@@ -210,7 +209,8 @@ def _solved_formula(writer, key: Key) -> tuple:
             return formula, (f"Solved by kvdsl. The formula holds while these stay 0 (or false): {', '.join(assumed)}; "
                              "export again after changing them.", {})
     except (NoLiveForm, ExportError) as exc:  # no formula follows it, or none Excel holds: its number is written
-        return None, (f"Solved by kvdsl: {exc.message}{not_live}", {"width": 300, "height": 90})
+        return None, (f"Solved by kvdsl: {exc.message}. This number does not follow the other inputs: export again "
+                      "after changing them.", {"width": 300, "height": 90})
     except SolveError as exc:
         raise ExportError(exc.message, writer.program.cells[key].cell.span, exc.hint) from None
 
